@@ -1,0 +1,1 @@
+"""agentihooks-swarm: launch swarm workers; keep a refused worker's evidence before deleting it."""

@@ -1,0 +1,48 @@
+"""Label keys on worker Pods and their objects, the owner value, and selectors.
+
+A worker Pod belongs to an attempt when all three labels match: the controller owner (derived
+from the swarm slug), the execution id and the attempt generation. Anything else is foreign.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+GROUP: Final = "swarm.agentihooks.io"
+OWNER: Final = f"{GROUP}/controller-owner"
+EXECUTION: Final = f"{GROUP}/execution-id"
+GENERATION: Final = f"{GROUP}/generation"
+
+
+def owner(slug: str) -> str:
+    """The controller-owner label value of a swarm's worker Pods."""
+    return f"agentihooks-swarm-{slug}"
+
+
+def attempt(*, slug: str, execution: str, generation: int) -> dict[str, str]:
+    """The three labels that tie an object to one attempt."""
+    return {OWNER: owner(slug), EXECUTION: execution, GENERATION: str(generation)}
+
+
+def matches(actual: Mapping[str, str] | None, expected: Mapping[str, str]) -> bool:
+    """Whether ``actual`` labels carry every expected key with the expected value."""
+    actual = actual or {}
+    return all(actual.get(k) == v for k, v in expected.items())
+
+
+def selector(expected: Mapping[str, str]) -> str:
+    """A label selector for exactly these labels."""
+    return ",".join(f"{k}={v}" for k, v in sorted(expected.items()))
+
+
+def worker_pod_name(*, execution: str, generation: int) -> str:
+    return f"swarm-worker-{execution}-{generation}"
+
+
+def grant_name(*, execution: str, generation: int) -> str:
+    return f"swarm-grant-{execution}-{generation}"
+
+
+def terminal_name(*, execution: str, generation: int) -> str:
+    return f"swarm-terminal-{execution}-{generation}"

@@ -1,0 +1,277 @@
+"""PodClient: every Kubernetes API call the operator makes, on kubernetes-asyncio.
+
+Requests go through the generic ``ApiClient.call_api`` with ``_preload_content=False`` so that:
+
+* objects come back as the raw JSON the API server sent (a terminated state keeps every field,
+  camelCase, including ones newer than this client's models);
+* every failure is sorted by status into the package's error tree here, once
+  (:mod:`agentihooks_swarm.errors`), instead of leaking ``ApiException`` upwards.
+
+The log limits are fixed by the spec and have no setting.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from typing import Any, Final
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+
+from agentihooks_swarm import errors
+from agentihooks_swarm.kubernetes import logs
+
+#: The log read: the container's last 200 lines, at most 64 KiB, with timestamps.
+LOG_TAIL_LINES: Final = 200
+LOG_LIMIT_BYTES: Final = 64 * 1024
+#: How much of a log stream we are willing to read past the byte limit to find its newest lines.
+LOG_STREAM_MAX_BYTES: Final = 64 * 1024 * 1024
+
+Object = dict[str, Any]
+
+
+LogRead = logs.LogRead
+
+
+def _status_error(*, status: int, body: bytes, what: str) -> errors.ApiError:
+    reason = ""
+    message = body.decode("utf-8", errors="replace")
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        reason = str(payload.get("reason") or "")
+        message = str(payload.get("message") or message)
+    text = f"{what}: {status} {reason}: {errors.trim(message)}".replace(":  ", ": ")
+    if status == 429 or status >= 500:
+        return errors.ApiUnavailable(text, status=status, reason=reason)
+    if status == 404:
+        return errors.NotFound(text, status=status, reason=reason)
+    if status == 409 and reason == "AlreadyExists":
+        return errors.AlreadyExists(text, status=status, reason=reason)
+    if status == 409:
+        return errors.PreconditionFailed(text, status=status, reason=reason)
+    return errors.ApiRefused(text, status=status, reason=reason)
+
+
+class PodClient:
+    """The operator's Kubernetes API calls for one namespace's workers (and their swarm objects)."""
+
+    def __init__(self, *, api: k8s.ApiClient, timeout: float) -> None:
+        self._api = api
+        self._timeout = timeout
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: builtins.list[tuple[str, str]] | None = None,
+        body: Object | None = None,
+        timeout_seconds: float | None = None,
+    ) -> aiohttp.ClientResponse:
+        """Send one request; return the (unread) response, or raise a sorted error."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            response: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout_seconds or self._timeout,
+            )
+        except TimeoutError as e:
+            raise errors.ApiTimeout(f"{what}: no answer within {timeout_seconds or self._timeout}s") from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
+        if not 200 <= response.status <= 299:
+            try:
+                payload = await response.read()
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                payload = b""
+            finally:
+                response.release()
+            raise _status_error(status=response.status, body=payload, what=what)
+        return response
+
+    async def _json(self, method: str, path: str, *, what: str, **kwargs: Any) -> Object:
+        response = await self._request(method, path, what=what, **kwargs)
+        try:
+            raw = await response.read()
+        except TimeoutError as e:
+            raise errors.ApiTimeout(f"{what}: the answer did not arrive in time") from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
+        finally:
+            response.release()
+        result: Object = json.loads(raw)
+        return result
+
+    # --- Pods -----------------------------------------------------------------------------------
+
+    async def read(self, *, namespace: str, name: str) -> Object | None:
+        """The Pod as the API server has it now, or None if there is none."""
+        try:
+            return await self._json(
+                "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", what=f"read pod {namespace}/{name}"
+            )
+        except errors.NotFound:
+            return None
+
+    async def list(self, *, namespace: str, selector: str) -> builtins.list[Object]:
+        found = await self._json(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods",
+            query=[("labelSelector", selector)],
+            what=f"list pods {namespace} {selector}",
+        )
+        items: builtins.list[Object] = found.get("items") or []
+        return items
+
+    async def create(self, *, namespace: str, body: Object) -> Object:
+        return await self._json(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/pods",
+            body=body,
+            what=f"create pod {namespace}/{body['metadata']['name']}",
+        )
+
+    async def delete(self, *, namespace: str, name: str, uid: str) -> None:
+        """Delete the Pod only if it still has this UID (409 → PreconditionFailed, 404 → NotFound)."""
+        await self._delete("pods", namespace=namespace, name=name, uid=uid)
+
+    async def pod_logs(self, *, namespace: str, name: str, container: str) -> LogRead:
+        """The container's last 200 lines, at most 64 KiB, with timestamps, newest lines kept.
+
+        One request in the common case. When the answer fills the byte limit, the API server has
+        kept the *oldest* part of the tail, so a second, streamed request reads the same tail and
+        keeps only its newest 64 KiB (memory stays at the limit, however long the lines are).
+        429/5xx raise ConnectionError, other refusals ApiRefused, timeouts TimeoutError.
+        """
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+        base = [("container", container), ("tailLines", str(LOG_TAIL_LINES)), ("timestamps", "true")]
+        what = f"read log of {namespace}/{name}/{container}"
+        first = await self._request(
+            "GET", path, what=what, query=[*base, ("limitBytes", str(LOG_LIMIT_BYTES))]
+        )
+        head = await self._read_all(first, what=what, cap=LOG_LIMIT_BYTES + 1)
+        if len(head) < LOG_LIMIT_BYTES:
+            return logs.fit(head, limit=LOG_LIMIT_BYTES)
+        stream = await self._request("GET", path, what=f"{what} (newest end)", query=base)
+        window = logs.Window(limit=LOG_LIMIT_BYTES)
+        seen = 0
+        try:
+            async for chunk in stream.content.iter_chunked(64 * 1024):
+                window.feed(chunk)
+                seen += len(chunk)
+                if seen > LOG_STREAM_MAX_BYTES:
+                    break
+        except TimeoutError as e:
+            raise errors.ApiTimeout(f"{what}: the log stream did not finish in time") from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
+        finally:
+            stream.release()
+        return logs.fit(
+            window.tail(),
+            limit=LOG_LIMIT_BYTES,
+            partial_first_line=not window.starts_at_line,
+            truncated=window.dropped > 0 or seen > LOG_STREAM_MAX_BYTES,
+        )
+
+    @staticmethod
+    async def _read_all(response: aiohttp.ClientResponse, *, what: str, cap: int) -> bytes:
+        try:
+            return await response.content.read(cap)
+        except TimeoutError as e:
+            raise errors.ApiTimeout(f"{what}: the answer did not arrive in time") from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
+        finally:
+            response.release()
+
+    # --- the hand's objects ---------------------------------------------------------------------
+
+    async def create_config_map(self, *, namespace: str, body: Object) -> Object:
+        return await self._json(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            body=body,
+            what=f"create configmap {namespace}/{body['metadata']['name']}",
+        )
+
+    async def read_config_map(self, *, namespace: str, name: str) -> Object | None:
+        try:
+            return await self._json(
+                "GET",
+                f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+                what=f"read configmap {namespace}/{name}",
+            )
+        except errors.NotFound:
+            return None
+
+    async def create_service(self, *, namespace: str, body: Object) -> Object:
+        return await self._json(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/services",
+            body=body,
+            what=f"create service {namespace}/{body['metadata']['name']}",
+        )
+
+    async def read_service(self, *, namespace: str, name: str) -> Object | None:
+        try:
+            return await self._json(
+                "GET",
+                f"/api/v1/namespaces/{namespace}/services/{name}",
+                what=f"read service {namespace}/{name}",
+            )
+        except errors.NotFound:
+            return None
+
+    async def list_services(self, *, namespace: str, selector: str) -> builtins.list[Object]:
+        found = await self._json(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/services",
+            query=[("labelSelector", selector)],
+            what=f"list services {namespace} {selector}",
+        )
+        items: builtins.list[Object] = found.get("items") or []
+        return items
+
+    async def delete_service(self, *, namespace: str, name: str, uid: str) -> None:
+        await self._delete("services", namespace=namespace, name=name, uid=uid)
+
+    async def _delete(self, plural: str, *, namespace: str, name: str, uid: str) -> None:
+        body: Object = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid},
+            "propagationPolicy": "Background",
+        }
+        response = await self._request(
+            "DELETE",
+            f"/api/v1/namespaces/{namespace}/{plural}/{name}",
+            body=body,
+            what=f"delete {plural[:-1]} {namespace}/{name} uid={uid}",
+        )
+        response.release()
+
+    # --- swarm objects --------------------------------------------------------------------------
+
+    async def read_custom(self, *, namespace: str, plural: str, name: str) -> Object | None:
+        try:
+            return await self._json(
+                "GET",
+                f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/{plural}/{name}",
+                what=f"read {plural} {namespace}/{name}",
+            )
+        except errors.NotFound:
+            return None

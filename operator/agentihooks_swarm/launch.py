@@ -1,0 +1,367 @@
+"""Launch: create or adopt the worker Pod, hand it its grant, and launch removal.
+
+Each step is one function taking its collaborators as keyword arguments, so the whole path runs
+against a real API server and a real Redis in tests without kopf:
+
+* :func:`ensure_pod` creates ``swarm-worker-<execution>-<generation>`` or adopts the Pod of that
+  name when it carries exactly this attempt's labels and is not being deleted; any other Pod is
+  foreign and raises :class:`ForeignPod`.
+* :func:`hand` checks the project against the registration, creates the grant ConfigMap (owned
+  by the Pod) and the terminal Service; it returns the refusal reason or None.
+* :func:`remove_at_launch` is the spec's launch removal: re-read, keep-or-capture, ``HSETNX``,
+  delete by pinned UID. It runs once and answers whether the Pod was removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import Any, Protocol
+
+from agentihooks_swarm import errors, events, metrics, records, resources
+from agentihooks_swarm.kubernetes import diagnostics, labels, pods
+
+logger = logging.getLogger(__name__)
+
+GRANT_MOUNT = "/etc/agentihooks/grant"
+
+
+class Recorder(Protocol):
+    async def record_startup(self, *, slug: str, execution: str, record: records.StartupRecord) -> bool: ...
+
+
+class ForeignPod(errors.SwarmError):
+    """A Pod with the worker's name exists but is not this attempt's: it is never touched."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Attempt:
+    namespace: str
+    slug: str
+    execution: str
+    generation: int
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return labels.attempt(slug=self.slug, execution=self.execution, generation=self.generation)
+
+    @property
+    def pod_name(self) -> str:
+        return labels.worker_pod_name(execution=self.execution, generation=self.generation)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Runtime:
+    """The collaborators of the launch and cleanup paths."""
+
+    pods: pods.PodClient
+    #: Where launch captures go. None means refused Pods are kept (the spec's "no recorder").
+    recorder: Recorder | None
+    metrics: metrics.Metrics
+
+
+def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": pod["metadata"]["name"],
+        "uid": pod["metadata"]["uid"],
+    }
+
+
+def pod_body(*, attempt: Attempt, worker: resources.WorkerTemplate) -> dict[str, Any]:
+    """The worker Pod: restartPolicy Never, the attempt's labels, its grant mounted read-only."""
+    grant = labels.grant_name(execution=attempt.execution, generation=attempt.generation)
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": worker.image,
+        "env": [
+            {"name": "AGENTIHOOKS_SWARM_EXECUTION", "value": attempt.execution},
+            {"name": "AGENTIHOOKS_SWARM_GENERATION", "value": str(attempt.generation)},
+            {"name": "AGENTIHOOKS_SWARM_SLUG", "value": attempt.slug},
+            *worker.env,
+        ],
+        "volumeMounts": [{"name": "grant", "mountPath": GRANT_MOUNT, "readOnly": True}],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if worker.command:
+        container["command"] = list(worker.command)
+    if worker.args:
+        container["args"] = list(worker.args)
+    if worker.resources:
+        container["resources"] = dict(worker.resources)
+    if worker.terminal_port is not None:
+        container["ports"] = [{"name": "terminal", "containerPort": worker.terminal_port}]
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "volumes": [{"name": "grant", "configMap": {"name": grant, "optional": False}}],
+    }
+    if worker.service_account_name:
+        spec["serviceAccountName"] = worker.service_account_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": attempt.pod_name,
+            "namespace": attempt.namespace,
+            "labels": {**worker.labels, **attempt.labels},
+            "annotations": dict(worker.annotations),
+        },
+        "spec": spec,
+    }
+
+
+def is_ours(pod: dict[str, Any], *, attempt: Attempt) -> bool:
+    metadata = pod.get("metadata") or {}
+    return labels.matches(metadata.get("labels"), attempt.labels) and not metadata.get("deletionTimestamp")
+
+
+async def ensure_pod(
+    *, client: pods.PodClient, attempt: Attempt, worker: resources.WorkerTemplate
+) -> dict[str, Any]:
+    """Create the attempt's worker Pod, or adopt it if an earlier pass created it."""
+    try:
+        return await client.create(namespace=attempt.namespace, body=pod_body(attempt=attempt, worker=worker))
+    except errors.AlreadyExists:
+        pass
+    existing = await client.read(namespace=attempt.namespace, name=attempt.pod_name)
+    if existing is None:  # Deleted between our create and read: try once more next pass.
+        raise errors.ApiUnavailable(f"pod {attempt.pod_name} existed and vanished; will retry")
+    if not is_ours(existing, attempt=attempt):
+        raise ForeignPod(
+            f"pod {attempt.namespace}/{attempt.pod_name} exists but is not this attempt's "
+            "(other labels, or being deleted); it is left alone"
+        )
+    logger.info("Adopted the existing worker pod %s/%s.", attempt.namespace, attempt.pod_name)
+    return existing
+
+
+def _grant(*, attempt: Attempt, project: str, task: Any) -> str:
+    return json.dumps(
+        {
+            "swarm": attempt.slug,
+            "execution": attempt.execution,
+            "generation": attempt.generation,
+            "project": project,
+            "task": task,
+        },
+        sort_keys=True,
+    )
+
+
+def _owned_by(obj: dict[str, Any] | None, *, pod: dict[str, Any]) -> bool:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return any(isinstance(r, dict) and r.get("uid") == pod["metadata"]["uid"] for r in refs)
+
+
+async def hand(
+    *,
+    client: pods.PodClient,
+    attempt: Attempt,
+    pod: dict[str, Any],
+    swarm: resources.SwarmSpec,
+    project: str,
+    task: Any,
+) -> records.HandReason | None:
+    """Hand the Pod its grant. Returns the refusal reason, or None when handed."""
+    if project not in swarm.registration.projects:
+        return records.HandReason.PROJECT_UNPERMITTED
+    owner = [_owner_reference(pod)]
+    config_map: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": labels.grant_name(execution=attempt.execution, generation=attempt.generation),
+            "namespace": attempt.namespace,
+            "labels": attempt.labels,
+            "ownerReferences": owner,
+        },
+        "immutable": True,
+        "data": {"grant.json": _grant(attempt=attempt, project=project, task=task)},
+    }
+    try:
+        await client.create_config_map(namespace=attempt.namespace, body=config_map)
+    except errors.AlreadyExists:
+        existing = await _read_quietly(
+            client.read_config_map, namespace=attempt.namespace, name=config_map["metadata"]["name"]
+        )
+        if not _owned_by(existing, pod=pod):  # Our own grant from a pass that crashed is fine.
+            return records.HandReason.CONFIG_MAP_EXISTS
+    except (errors.ApiUnavailable, errors.ApiTimeout):
+        return records.HandReason.CONFIG_MAP_UNAVAILABLE
+    except errors.ApiRefused:
+        return records.HandReason.CONFIG_MAP_REFUSED
+    if swarm.worker.terminal_port is None:
+        return None
+    service: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": labels.terminal_name(execution=attempt.execution, generation=attempt.generation),
+            "namespace": attempt.namespace,
+            "labels": attempt.labels,
+            "ownerReferences": owner,
+        },
+        "spec": {
+            "selector": attempt.labels,
+            "ports": [{"name": "terminal", "port": swarm.worker.terminal_port, "targetPort": "terminal"}],
+        },
+    }
+    try:
+        await client.create_service(namespace=attempt.namespace, body=service)
+    except errors.AlreadyExists:
+        existing = await _read_quietly(
+            client.read_service, namespace=attempt.namespace, name=service["metadata"]["name"]
+        )
+        if not _owned_by(existing, pod=pod):
+            return records.HandReason.TERMINAL_REFUSED
+    except errors.ApiError:
+        return records.HandReason.TERMINAL_REFUSED
+    return None
+
+
+async def _read_quietly(read: Any, **kwargs: Any) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] | None = await read(**kwargs)
+    except errors.ApiError:
+        return None
+    return found
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Removal:
+    """What launch removal did: ``removed`` is the hand result's field; ``why`` says why (for logs)."""
+
+    removed: bool
+    why: str
+    capture: records.StartupCapture | None = None
+
+
+def _describe(capture: records.StartupCapture) -> str:
+    worst = next((c for c in capture.containers if c.terminated.get("exitCode") != 0), None)
+    if worst is None:
+        return f"pod phase {capture.phase or 'unknown'}"
+    line = diagnostics.last_line(capture)
+    return (
+        f"container {worst.name} exited {worst.terminated.get('exitCode')} "
+        f"({worst.terminated.get('reason') or 'no reason'})" + (f": {line}" if line else "")
+    )
+
+
+async def remove_at_launch(*, runtime: Runtime, attempt: Attempt, uid: str, notify: events.Events) -> Removal:
+    """The spec's launch removal, once. Any failed step keeps the Pod (``removed: false``)."""
+    removal = await _remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=notify)
+    runtime.metrics.pods_removed.labels(path="launch", outcome="removed" if removal.removed else "kept").inc()
+    if not removal.removed:
+        logger.warning(
+            "Launch removal kept pod %s/%s (removed: false): %s. Final cleanup will retry.",
+            attempt.namespace,
+            attempt.pod_name,
+            removal.why,
+        )
+        notify.warning(
+            reason="LaunchRemovalKept",
+            message=f"Kept pod {attempt.pod_name}: {removal.why}. Final cleanup will retry.",
+        )
+    return removal
+
+
+async def _remove_at_launch(
+    *, runtime: Runtime, attempt: Attempt, uid: str, notify: events.Events
+) -> Removal:
+    client = runtime.pods
+    try:
+        pod = await client.read(namespace=attempt.namespace, name=attempt.pod_name)
+    except errors.ApiError as e:
+        return Removal(removed=False, why=f"the pod could not be re-read: {e}")
+    if pod is None:
+        return Removal(removed=True, why="the pod was already gone")
+    metadata = pod.get("metadata") or {}
+    if metadata.get("uid") != uid:
+        return Removal(removed=False, why=f"its UID changed from {uid} to {metadata.get('uid')}")
+    if not labels.matches(metadata.get("labels"), attempt.labels):
+        return Removal(removed=False, why="its owner, execution or generation labels no longer match")
+    if metadata.get("deletionTimestamp"):
+        return Removal(removed=False, why="it is already being deleted")
+    try:
+        capture = await diagnostics.startup(pod, client)
+    except (errors.ApiError, ConnectionError, TimeoutError) as e:
+        cause = (
+            "refused"
+            if isinstance(e, errors.ApiRefused)
+            else ("timeout" if isinstance(e, TimeoutError) else "unavailable")
+        )
+        runtime.metrics.log_read_failures.labels(path="launch", cause=cause).inc()
+        runtime.metrics.captures.labels(path="launch", result="kept").inc()
+        return Removal(removed=False, why=f"its log could not be read: {e}")
+    if capture is not None:
+        if runtime.recorder is None:
+            runtime.metrics.captures.labels(path="launch", result="kept").inc()
+            return Removal(removed=False, why="it was refused and there is no recorder", capture=capture)
+        record = records.StartupRecord(
+            pod=attempt.pod_name,
+            uid=uid,
+            labels={k: v for k, v in (metadata.get("labels") or {}).items() if k in attempt.labels},
+            startup=capture,
+        )
+        try:
+            await runtime.recorder.record_startup(
+                slug=attempt.slug, execution=attempt.execution, record=record
+            )
+        except errors.StoreUnavailable as e:
+            runtime.metrics.captures.labels(path="launch", result="kept").inc()
+            return Removal(removed=False, why=f"its capture could not be stored: {e}", capture=capture)
+        runtime.metrics.captures.labels(path="launch", result="stored").inc()
+        notify.warning(
+            reason="StartupRefused", message=f"Worker pod {attempt.pod_name}: {_describe(capture)}"
+        )
+    try:
+        await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
+    except errors.NotFound:
+        return Removal(removed=True, why="the pod was gone before the delete", capture=capture)
+    except errors.ApiError as e:
+        return Removal(removed=False, why=f"the delete failed: {e}", capture=capture)
+    return Removal(removed=True, why="deleted", capture=capture)
+
+
+async def launch(
+    *,
+    runtime: Runtime,
+    attempt: Attempt,
+    swarm: resources.SwarmSpec,
+    execution: resources.ExecutionSpec,
+    notify: events.Events,
+) -> records.HandResult:
+    """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused."""
+    pod = await ensure_pod(client=runtime.pods, attempt=attempt, worker=swarm.worker)
+    reason = await hand(
+        client=runtime.pods,
+        attempt=attempt,
+        pod=pod,
+        swarm=swarm,
+        project=execution.project,
+        task=execution.task,
+    )
+    runtime.metrics.hands.labels(reason=reason or "handed").inc()
+    if reason is None:
+        notify.normal(reason="Handed", message=f"Worker pod {attempt.pod_name} has its grant.")
+        return records.HandResult(generation=attempt.generation, handed=True, pod=attempt.pod_name)
+    notify.warning(reason="HandRefused", message=f"The hand to {attempt.pod_name} was refused: {reason}.")
+    removal = await remove_at_launch(
+        runtime=runtime, attempt=attempt, uid=pod["metadata"]["uid"], notify=notify
+    )
+    return records.HandResult(
+        generation=attempt.generation,
+        handed=False,
+        reason=reason,
+        removed=removal.removed,
+        pod=attempt.pod_name,
+    )

@@ -1,0 +1,86 @@
+"""The custom resources, as pydantic models of their specs.
+
+The CRDs in ``manifests/crds/`` validate what the API server can; these models check the rest
+(names that must fit into labels and object names) and turn anything malformed into one
+:class:`~agentihooks_swarm.errors.InvalidResource` with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import pydantic
+
+from agentihooks_swarm import errors
+
+GROUP: Final = "swarm.agentihooks.io"
+VERSION: Final = "v1alpha1"
+
+#: A DNS-1035 label short enough that ``swarm-terminal-<name>-<generation>`` is still one.
+_EXECUTION_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+#: A slug short enough that ``agentihooks-swarm-<slug>`` is still a label value.
+_SLUG = re.compile(r"^[a-z0-9]([-a-z0-9]{0,43}[a-z0-9])?$")
+
+
+class _Spec(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+
+class Registration(_Spec):
+    projects: list[str] = pydantic.Field(default_factory=list)
+
+
+class WorkerTemplate(_Spec):
+    image: str = pydantic.Field(min_length=1)
+    command: list[str] = pydantic.Field(default_factory=list)
+    args: list[str] = pydantic.Field(default_factory=list)
+    env: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    resources: dict[str, Any] = pydantic.Field(default_factory=dict)
+    terminal_port: int | None = pydantic.Field(default=None, alias="terminalPort", ge=1, le=65535)
+    annotations: dict[str, str] = pydantic.Field(default_factory=dict)
+    labels: dict[str, str] = pydantic.Field(default_factory=dict)
+    service_account_name: str | None = pydantic.Field(default=None, alias="serviceAccountName")
+
+
+class SwarmSpec(_Spec):
+    registration: Registration = pydantic.Field(default_factory=Registration)
+    worker: WorkerTemplate
+
+
+class ExecutionSpec(_Spec):
+    swarm: str = pydantic.Field(min_length=1)
+    project: str = pydantic.Field(min_length=1)
+    task: Any = None
+    cancel: bool = False
+
+
+def _explain(e: pydantic.ValidationError) -> str:
+    parts = []
+    for error in e.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "spec"
+        parts.append(f"spec.{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def parse_swarm(*, name: str, spec: Any) -> SwarmSpec:
+    if not _SLUG.match(name):
+        raise errors.InvalidResource(
+            f"Swarm name {name!r} is not a usable slug: use 1-45 lowercase letters, digits and '-'"
+        )
+    try:
+        return SwarmSpec.model_validate(spec if isinstance(spec, dict) else {})
+    except pydantic.ValidationError as e:
+        raise errors.InvalidResource(f"Swarm {name}: {_explain(e)}") from e
+
+
+def parse_execution(*, name: str, spec: Any) -> ExecutionSpec:
+    if not _EXECUTION_NAME.match(name):
+        raise errors.InvalidResource(
+            f"Execution name {name!r} cannot name its worker objects: use 1-40 lowercase letters, "
+            "digits and '-', starting with a letter"
+        )
+    try:
+        return ExecutionSpec.model_validate(spec if isinstance(spec, dict) else {})
+    except pydantic.ValidationError as e:
+        raise errors.InvalidResource(f"Execution {name}: {_explain(e)}") from e

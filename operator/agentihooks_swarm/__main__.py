@@ -1,0 +1,77 @@
+"""``python -m agentihooks_swarm`` (or ``agentihooks-swarm``): run the operator, read records.
+
+* ``run [kopf run options]`` — the operator; the same as ``kopf run -m agentihooks_swarm.handlers``.
+* ``records startup|retained|journal|hand|final SLUG EXECUTION`` — print a stored record, pretty.
+  Exits 1 with a sentence when there is none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from agentihooks_swarm import store as store_
+
+VIEWS = {
+    "startup": (store_.STARTUP_DIAGNOSTICS, None, "launch removal's capture"),
+    "retained": (store_.RETAINED, "removed.pods", "final cleanup's retained evidence"),
+    "journal": (store_.JOURNAL, "pinned.pods", "final cleanup in progress"),
+    "hand": (store_.HANDS, None, "the hand result"),
+    "final": (store_.FINALS, None, "the attempt's final record"),
+}
+
+
+def records(*, view: str, slug: str, execution: str, full: bool) -> int:
+    hash_name, focus, what = VIEWS[view]
+    store = store_.connect()
+    key = store.key(slug, hash_name)
+    try:
+        raw = store.redis.hget(key, execution)
+    except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
+        print(
+            f"Cannot read Redis ({type(e).__name__}: {e}). Check AGENTIHOOKS_SWARM_REDIS_URL.",
+            file=sys.stderr,
+        )
+        return 2
+    if raw is None:
+        hint = {
+            "startup": "the Pod was not refused, cleanup removed it instead, or it was gone before "
+            "launch removal read it; try `records retained`",
+            "journal": "cleanup has not started or has finished; try `records retained`",
+        }.get(view, "nothing was stored for it")
+        print(f"No {what} for execution {execution!r} of swarm {slug!r} in {key}: {hint}.", file=sys.stderr)
+        return 1
+    document = json.loads(str(raw))
+    if focus and not full:
+        for part in focus.split("."):
+            document = document.get(part, {}) if isinstance(document, dict) else {}
+    print(json.dumps(document, indent=2, ensure_ascii=False))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        from kopf import cli  # The operator's own CLI; imported late so `records` stays light.
+
+        return int(
+            cli.main(["run", "-m", "agentihooks_swarm.handlers", *argv[1:]], standalone_mode=False) or 0
+        )
+    parser = argparse.ArgumentParser(
+        prog="agentihooks-swarm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="run the operator (kopf run options follow)")
+    reader = commands.add_parser("records", help="print a stored record")
+    reader.add_argument("view", choices=sorted(VIEWS))
+    reader.add_argument("slug")
+    reader.add_argument("execution")
+    reader.add_argument("--full", action="store_true", help="the whole record, not only its pods")
+    args = parser.parse_args(argv)
+    return records(view=args.view, slug=args.slug, execution=args.execution, full=args.full)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The kopf decorators, and nothing else: each handler reads its arguments, calls one function
+of the logic modules, writes the status, and translates this package's errors into
+``kopf.TemporaryError`` / ``kopf.PermanentError``. Run with ``kopf run -m agentihooks_swarm.handlers``
+(or ``python -m agentihooks_swarm run``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+from typing import Any
+
+import kopf
+
+from agentihooks_swarm import (
+    errors,
+    events,
+    launch,
+    metrics,
+    records,
+    resources,
+    runtime,
+)
+from agentihooks_swarm import (
+    settings as settings_,
+)
+from agentihooks_swarm.store import AsyncStore
+
+GROUP = resources.GROUP
+VERSION = resources.VERSION
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _condition(*, type_: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _now(),
+    }
+
+
+def _set_condition(patch: kopf.Patch, current: Any, condition: dict[str, Any]) -> None:
+    existing = [c for c in (current or []) if isinstance(c, dict) and c.get("type") != condition["type"]]
+    patch.status["conditions"] = [*existing, condition]
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    config = settings_.Settings.from_env()
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 32
+    settings.watching.server_timeout = 300
+    collector = metrics.Metrics()
+    if config.metrics_port:
+        collector.serve(port=config.metrics_port)
+    stack = contextlib.AsyncExitStack()
+    wired, store = await stack.enter_async_context(runtime.open_runtime(settings=config, collector=collector))
+    memo.stack = stack
+    memo.config = config
+    memo.runtime = wired
+    memo.store = store
+    try:
+        await store.ping()
+    except errors.StoreUnavailable as e:
+        logger.error("%s. Captures cannot be stored until it is back; refused pods will be kept.", e)
+    logger.info("agentihooks-swarm started (namespace: %s).", config.namespace or "all")
+
+
+@kopf.on.cleanup()
+async def stop(memo: Any, **_: Any) -> None:
+    stack: contextlib.AsyncExitStack | None = memo.get("stack")
+    if stack is not None:
+        await stack.aclose()
+
+
+@kopf.on.create(GROUP, VERSION, "executions")
+async def launch_execution(
+    name: str,
+    namespace: str | None,
+    spec: Any,
+    status: Any,
+    body: Any,
+    patch: kopf.Patch,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    assert namespace is not None  # Executions are namespaced.
+    wired: launch.Runtime = memo.runtime
+    store: AsyncStore = memo.store
+    notify = events.KopfEvents(body=body)
+    try:
+        execution = resources.parse_execution(name=name, spec=spec)
+    except errors.InvalidResource as e:
+        patch.status["phase"] = "Invalid"
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(type_="Invalid", status=True, reason="InvalidSpec", message=str(e)),
+        )
+        raise kopf.PermanentError(str(e)) from e
+
+    generation = int(status.get("attempt") or 1)
+    hand = _hand_from_status(status, generation=generation)
+    if hand is None:
+        swarm_spec = await _swarm(
+            wired=wired, namespace=namespace, name=execution.swarm, status=status, patch=patch
+        )
+        attempt = launch.Attempt(
+            namespace=namespace, slug=execution.swarm, execution=name, generation=generation
+        )
+        try:
+            hand = await launch.launch(
+                runtime=wired, attempt=attempt, swarm=swarm_spec, execution=execution, notify=notify
+            )
+        except launch.ForeignPod as e:
+            patch.status["phase"] = "Blocked"
+            _set_condition(
+                patch,
+                status.get("conditions"),
+                _condition(type_="Launched", status=False, reason="PodNameTaken", message=str(e)),
+            )
+            raise kopf.TemporaryError(f"{e}; remove that pod to let this execution launch", delay=60) from e
+        except errors.ApiError as e:
+            raise kopf.TemporaryError(f"Launch did not finish: {e}", delay=10) from e
+        patch.status["attempt"] = generation
+        patch.status["pod"] = hand.pod
+        patch.status["hand"] = {"handed": hand.handed, "reason": hand.reason, "removed": hand.removed}
+        patch.status["phase"] = "Running" if hand.handed else "Refused"
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(
+                type_="Handed",
+                status=hand.handed,
+                reason=hand.reason or "Handed",
+                message=f"Worker pod {hand.pod}: "
+                + (
+                    "grant handed"
+                    if hand.handed
+                    else f"hand refused ({hand.reason}), removed: {str(hand.removed).lower()}"
+                ),
+            ),
+        )
+
+    # The status above is applied by kopf even if Redis fails below; the retry then finds the hand
+    # in the status and only repeats these writes.
+    try:
+        await store.save_hand(slug=execution.swarm, execution=name, hand=hand)
+        if not hand.handed:
+            await store.record_final(
+                slug=execution.swarm,
+                final=records.FinalRecord(
+                    execution=name,
+                    generation=generation,
+                    state=records.FinalState.REFUSED,
+                    transcript_end=0,
+                    outcome=store.key(execution.swarm, "attempt-outcomes"),
+                ),
+            )
+    except errors.StoreUnavailable as e:
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(type_="Recorded", status=False, reason="StoreUnavailable", message=str(e)),
+        )
+        raise kopf.TemporaryError(f"{e}; the hand result will be written when Redis is back", delay=15) from e
+    _set_condition(
+        patch,
+        status.get("conditions"),
+        _condition(type_="Recorded", status=True, reason="Stored", message="Hand result stored in Redis."),
+    )
+
+
+def _hand_from_status(status: Any, *, generation: int) -> records.HandResult | None:
+    stored = status.get("hand")
+    if not isinstance(stored, dict) or status.get("attempt") != generation or not status.get("pod"):
+        return None
+    return records.HandResult(
+        generation=generation,
+        handed=bool(stored.get("handed")),
+        reason=stored.get("reason"),
+        removed=stored.get("removed"),
+        pod=status["pod"],
+    )
+
+
+async def _swarm(
+    *, wired: launch.Runtime, namespace: str, name: str, status: Any, patch: kopf.Patch
+) -> resources.SwarmSpec:
+    try:
+        found = await wired.pods.read_custom(namespace=namespace, plural="swarms", name=name)
+    except errors.ApiError as e:
+        raise kopf.TemporaryError(f"Could not read Swarm {namespace}/{name}: {e}", delay=10) from e
+    if found is None:
+        message = f"Swarm {namespace}/{name} does not exist; create it (or fix spec.swarm)"
+        patch.status["phase"] = "Pending"
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(type_="SwarmFound", status=False, reason="SwarmNotFound", message=message),
+        )
+        raise kopf.TemporaryError(message, delay=30)
+    try:
+        return resources.parse_swarm(name=name, spec=found.get("spec"))
+    except errors.InvalidResource as e:
+        patch.status["phase"] = "Pending"
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(type_="SwarmFound", status=False, reason="SwarmInvalid", message=str(e)),
+        )
+        raise kopf.TemporaryError(f"{e}; fix the Swarm", delay=60) from e

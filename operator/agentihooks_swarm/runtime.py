@@ -1,0 +1,50 @@
+"""Building the operator's collaborators from settings: the API client, PodClient, store, metrics.
+
+Kept apart from ``handlers`` so the same wiring serves ``kopf run`` and the command-line tools.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from agentihooks_swarm import launch, metrics, store
+from agentihooks_swarm import settings as settings_
+from agentihooks_swarm.kubernetes import pods
+
+logger = logging.getLogger(__name__)
+
+
+async def api_client() -> k8s.ApiClient:
+    """An API client from the in-cluster service account, else from KUBECONFIG / ~/.kube/config."""
+    configuration = k8s.Configuration()
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        logger.info("Using the in-cluster service account.")
+    except k8s_config.ConfigException:
+        await k8s_config.load_kube_config(client_configuration=configuration)
+        logger.info("Using the kubeconfig at %s.", configuration.host)
+    return k8s.ApiClient(configuration=configuration)
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(
+    *, settings: settings_.Settings, collector: metrics.Metrics
+) -> AsyncIterator[tuple[launch.Runtime, store.AsyncStore]]:
+    api = await api_client()
+    try:
+        async with store.open_store(settings) as redis_store:
+            yield (
+                launch.Runtime(
+                    pods=pods.PodClient(api=api, timeout=settings.api_timeout_seconds),
+                    recorder=redis_store,
+                    metrics=collector,
+                ),
+                redis_store,
+            )
+    finally:
+        await api.close()

@@ -1,0 +1,66 @@
+"""Settings from the environment, Redis key layout, record round trips."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+from agentihooks_swarm import records, resources, settings, store
+from agentihooks_swarm.errors import InvalidResource
+
+
+def test_settings_from_env_reads_prefixed_variables() -> None:
+    loaded = settings.Settings.from_env(
+        {
+            "AGENTIHOOKS_SWARM_REDIS_URL": "rediss://redis:6380/2",
+            "AGENTIHOOKS_SWARM_REDIS_PASSWORD": "s3cret",
+            "AGENTIHOOKS_SWARM_METRICS_PORT": "0",
+            "AGENTIHOOKS_SWARM_KEY_PREFIX": "prod",
+            "UNRELATED": "x",
+        }
+    )
+    assert (loaded.redis_url, loaded.redis_password, loaded.metrics_port, loaded.key_prefix) == (
+        "rediss://redis:6380/2", "s3cret", 0, "prod")
+
+
+def test_settings_reject_bad_values() -> None:
+    with pytest.raises(pydantic.ValidationError):
+        settings.Settings.from_env({"AGENTIHOOKS_SWARM_METRICS_PORT": "seventy"})
+
+
+def test_settings_have_no_log_limits() -> None:
+    names = set(settings.Settings.model_fields)
+    assert not {n for n in names if "log" in n}
+
+
+def test_keys_of_one_slug_share_a_cluster_hash_tag() -> None:
+    assert store.key("agentihooks-swarm", "demo", "attempt-retained") == "agentihooks-swarm:{demo}:attempt-retained"
+
+
+def test_startup_record_round_trips_and_leaves_out_absent_fields() -> None:
+    record = records.StartupRecord(
+        pod="swarm-worker-e-1",
+        uid="u1",
+        labels={"swarm.agentihooks.io/generation": "1"},
+        startup=records.StartupCapture(
+            phase="Failed",
+            reason="",
+            containers=[records.ContainerCapture(name="worker", terminated={"exitCode": 78}, log="x\n")],
+        ),
+    )
+    raw = records.dump(record)
+    assert records.load(records.StartupRecord, raw) == record
+    assert "log_truncated" not in raw
+
+
+@pytest.mark.parametrize("name", ["Bad", "9lives", "a" * 41, "has_underscore", ""])
+def test_bad_execution_names_are_invalid(name: str) -> None:
+    with pytest.raises(InvalidResource, match="Execution name"):
+        resources.parse_execution(name=name, spec={"swarm": "s", "project": "p"})
+
+
+def test_malformed_execution_spec_says_what_to_fix() -> None:
+    with pytest.raises(InvalidResource, match=r"spec\.project"):
+        resources.parse_execution(name="e1", spec={"swarm": "s"})
+    with pytest.raises(InvalidResource, match=r"spec\.worker"):
+        resources.parse_swarm(name="s", spec="not a mapping")

@@ -1,6 +1,7 @@
 """``python -m agentihooks_swarm`` (or ``agentihooks-swarm``): run the operator, read records.
 
 * ``run [kopf run options]`` — the operator; the same as ``kopf run -m agentihooks_swarm.handlers``.
+* ``worker heartbeat|outcome …`` — the worker's reports (see :mod:`agentihooks_swarm.worker`).
 * ``records startup|retained|journal|hand|final SLUG EXECUTION`` — print a stored record, pretty.
   Exits 1 with a sentence when there is none.
 """
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("run", help="run the operator (kopf run options follow)")
+    commands.add_parser("worker", help="report heartbeats and the outcome from a worker")
     reader = commands.add_parser("records", help="print a stored record")
     reader.add_argument("view", choices=sorted(VIEWS))
     reader.add_argument("slug")

@@ -102,6 +102,8 @@ class FinalRecord(_Record):
     transcript_end: int = 0
     #: Where the outcome is recorded: ``attempt-outcomes`` keyed by execution id.
     outcome: str
+    #: When the attempt was found final (RFC 3339, UTC); the archive deadline counts from here.
+    at: str | None = None
 
 
 class Heartbeat(_Record):

@@ -52,6 +52,21 @@ class Settings(pydantic.BaseModel):
         gt=0,
         description="How long cleanup waits for the transcript archive after an attempt is final.",
     )
+    cleanup_interval_seconds: float = pydantic.Field(
+        default=10.0,
+        gt=0,
+        description="Seconds between checks of an Execution for finality and cleanup (and retries).",
+    )
+    lease_namespace: str | None = pydantic.Field(
+        default=None,
+        description="Namespace of the leadership Lease; defaults to NAMESPACE, else 'default'.",
+    )
+    lease_name: str = pydantic.Field(
+        default="agentihooks-swarm-controller", min_length=1, description="Name of the leadership Lease."
+    )
+    lease_duration_seconds: float = pydantic.Field(
+        default=15.0, ge=5, description="How long a leader's Lease lasts without renewal."
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

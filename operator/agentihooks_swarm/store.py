@@ -144,6 +144,14 @@ class AsyncStore:
             raw = await self.redis.hget(self.key(slug, HEARTBEATS), execution)
         return None if raw is None else records.load(records.Heartbeat, raw)
 
+    async def record_outcome(self, *, slug: str, outcome: records.Outcome) -> records.Outcome:
+        """Write an outcome unless the worker reported one first (``HSETNX``); return the stored one."""
+        name = self.key(slug, OUTCOMES)
+        with _translated():
+            await self.redis.hsetnx(name, outcome.execution, records.dump(outcome))
+            raw = await self.redis.hget(name, outcome.execution)
+        return outcome if raw is None else records.load(records.Outcome, raw)
+
     async def read_outcome(self, *, slug: str, execution: str) -> records.Outcome | None:
         with _translated():
             raw = await self.redis.hget(self.key(slug, OUTCOMES), execution)

@@ -264,6 +264,36 @@ class PodClient:
         )
         response.release()
 
+    # --- leases (leadership) --------------------------------------------------------------------
+
+    async def read_lease(self, *, namespace: str, name: str) -> Object | None:
+        try:
+            return await self._json(
+                "GET",
+                f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+                what=f"read lease {namespace}/{name}",
+            )
+        except errors.NotFound:
+            return None
+
+    async def create_lease(self, *, namespace: str, body: Object) -> Object:
+        return await self._json(
+            "POST",
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+            body=body,
+            what=f"create lease {namespace}/{body['metadata']['name']}",
+        )
+
+    async def replace_lease(self, *, namespace: str, body: Object) -> Object:
+        """PUT with the body's resourceVersion: a concurrent change answers 409 (PreconditionFailed)."""
+        name = body["metadata"]["name"]
+        return await self._json(
+            "PUT",
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+            body=body,
+            what=f"replace lease {namespace}/{name}",
+        )
+
     # --- swarm objects --------------------------------------------------------------------------
 
     async def read_custom(self, *, namespace: str, plural: str, name: str) -> Object | None:

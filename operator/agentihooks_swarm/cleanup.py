@@ -1,0 +1,240 @@
+"""Final attempt cleanup: pin, capture once, delete by UID, retain the evidence.
+
+One pass of :func:`run` walks the attempt's ``cleanup-journal`` entry and leaves Redis consistent
+at every step, so the operator may be killed anywhere and a later pass picks up where it stopped:
+
+1. Pin every Pod and Service of the attempt once (``HSETNX``); objects created later are not added.
+2. For each pinned Pod that still exists with the same UID and labels: capture its startup
+   diagnostics once and save them on the pinned entry as ``startup`` together with ``sent`` —
+   *before* the delete is sent. A restarted pass reads the saved capture and never reads the log
+   again; ``sent`` tells ``absent`` (gone before we sent) from ``absent_after_send``.
+3. A failed log read counts in ``log_reads``; below ``LOG_READS`` the pass fails and the Pod stays;
+   at ``LOG_READS`` the Pod is removed with exit reasons only (no ``log`` field).
+4. When every pinned object has an outcome, the removed map moves to ``attempt-retained`` and the
+   journal entry is cleared, in one ``MULTI``/``EXEC``.
+
+Before each Redis write and each delete, ``guard.check`` proves this replica still leads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Final, Protocol
+
+from agentihooks_swarm import errors, events, launch, records
+from agentihooks_swarm import store as store_
+from agentihooks_swarm.kubernetes import diagnostics, labels
+
+logger = logging.getLogger(__name__)
+
+#: Failed log reads of one pinned Pod after which it is removed with exit reasons only. No setting.
+LOG_READS: Final = 3
+
+
+class Guard(Protocol):
+    def check(self, *, before: str) -> None: ...
+
+
+class Unguarded:
+    """A guard for a single replica (tests, tools): always leads."""
+
+    def check(self, *, before: str) -> None:
+        return None
+
+
+class PassFailed(errors.SwarmError):
+    """This pass stopped early on purpose (a failed log read, a Pod still terminating); retry later."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Pass:
+    runtime: launch.Runtime
+    store: store_.AsyncStore
+    guard: Guard
+    attempt: launch.Attempt
+    notify: events.Events
+    journal: records.Journal
+
+    async def save(self, *, before: str = "saving the journal") -> None:
+        self.guard.check(before=before)
+        await self.store.save_journal(slug=self.attempt.slug, journal=self.journal)
+
+    async def pod(self, entry: records.PinnedObject) -> records.RemovalOutcome:
+        client = self.runtime.pods
+        namespace = self.attempt.namespace
+        pod = await client.read(namespace=namespace, name=entry.name)
+        if pod is None:
+            return "absent_after_send" if entry.sent else "absent"
+        metadata = pod.get("metadata") or {}
+        if metadata.get("uid") != entry.uid:
+            return "replaced"
+        if not labels.matches(metadata.get("labels"), self.attempt.labels):
+            return "unselected"
+        if entry.startup is None and diagnostics.is_refused(pod):
+            entry.startup = await self.capture(entry, pod)
+            await self.save(before="saving the capture")
+        if metadata.get("deletionTimestamp"):
+            if entry.sent:
+                return "deleted"  # Our delete is under way: it is never sent twice for a UID.
+            raise PassFailed(f"pod {entry.name} is being deleted by someone else; waiting for it to go")
+        entry.sent = True
+        await self.save(before="recording the delete as sent")
+        self.guard.check(before=f"deleting pod {entry.name}")
+        try:
+            await client.delete(namespace=namespace, name=entry.name, uid=entry.uid)
+        except errors.NotFound:
+            return "absent_after_send"
+        except errors.PreconditionFailed:
+            return "replaced"
+        return "deleted"
+
+    async def capture(
+        self, entry: records.PinnedObject, pod: dict[str, object]
+    ) -> records.StartupCapture | None:
+        metrics = self.runtime.metrics
+        try:
+            capture = await diagnostics.startup(pod, self.runtime.pods)
+        except (errors.ApiRefused, ConnectionError, TimeoutError) as e:
+            cause = (
+                "refused"
+                if isinstance(e, errors.ApiRefused)
+                else ("timeout" if isinstance(e, TimeoutError) else "unavailable")
+            )
+            metrics.log_read_failures.labels(path="cleanup", cause=cause).inc()
+            entry.log_reads = (entry.log_reads or 0) + 1
+            if entry.log_reads < LOG_READS:
+                await self.save(before="counting a failed log read")
+                raise PassFailed(
+                    f"log read {entry.log_reads} of {LOG_READS} for pod {entry.name} failed: {e}; "
+                    "the pod stays and the next pass retries (check the controller Role for pods/log)"
+                ) from e
+            capture = await diagnostics.startup(pod, self.runtime.pods, read_logs=False)
+            metrics.captures.labels(path="cleanup", result="degraded").inc()
+            self.notify.warning(
+                reason="LogsLost",
+                message=f"Pod {entry.name}: logs lost, exit reasons kept "
+                f"({LOG_READS} log reads failed: {e}).",
+            )
+            return capture
+        metrics.captures.labels(path="cleanup", result="stored").inc()
+        return capture
+
+    async def service(self, entry: records.PinnedObject) -> records.RemovalOutcome:
+        client = self.runtime.pods
+        namespace = self.attempt.namespace
+        service = await client.read_service(namespace=namespace, name=entry.name)
+        if service is None:
+            return "absent_after_send" if entry.sent else "absent"
+        metadata = service.get("metadata") or {}
+        if metadata.get("uid") != entry.uid:
+            return "replaced"
+        if not labels.matches(metadata.get("labels"), self.attempt.labels):
+            return "unselected"
+        if metadata.get("deletionTimestamp") and entry.sent:
+            return "deleted"
+        entry.sent = True
+        await self.save(before="recording the delete as sent")
+        self.guard.check(before=f"deleting service {entry.name}")
+        try:
+            await client.delete_service(namespace=namespace, name=entry.name, uid=entry.uid)
+        except errors.NotFound:
+            return "absent_after_send"
+        except errors.PreconditionFailed:
+            return "replaced"
+        return "deleted"
+
+
+async def pin(
+    *, runtime: launch.Runtime, store: store_.AsyncStore, guard: Guard, attempt: launch.Attempt
+) -> records.Journal:
+    """The attempt's journal entry: the stored one, or a new one pinning what exists now."""
+    journal = await store.read_journal(slug=attempt.slug, execution=attempt.execution)
+    if journal is not None:
+        return journal
+    selector = labels.selector(attempt.labels)
+    found_pods = await runtime.pods.list(namespace=attempt.namespace, selector=selector)
+    found_services = await runtime.pods.list_services(namespace=attempt.namespace, selector=selector)
+
+    def pinned(items: list[dict[str, object]]) -> list[records.PinnedObject]:
+        return [
+            records.PinnedObject(name=str(meta.get("name")), uid=str(meta.get("uid")))
+            for meta in (item.get("metadata") for item in items)
+            if isinstance(meta, dict)
+        ]
+
+    guard.check(before="pinning the attempt's objects")
+    return await store.pin_journal(
+        slug=attempt.slug,
+        journal=records.Journal(
+            execution=attempt.execution,
+            generation=attempt.generation,
+            pinned=records.Objects(pods=pinned(found_pods), services=pinned(found_services)),
+        ),
+    )
+
+
+async def run(
+    *,
+    runtime: launch.Runtime,
+    store: store_.AsyncStore,
+    guard: Guard,
+    attempt: launch.Attempt,
+    final: records.FinalRecord,
+    watermark: int,
+    archived: bool,
+    notify: events.Events,
+) -> records.Retained:
+    """One cleanup pass to the end, or an exception that leaves the journal for the next pass.
+
+    Raises :class:`PassFailed` (retry later), ``ApiError``/``StoreUnavailable`` (retry later) or
+    ``NotLeader`` (stop: another replica leads).
+    """
+    journal = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt)
+    work = _Pass(runtime=runtime, store=store, guard=guard, attempt=attempt, notify=notify, journal=journal)
+    for kind, pinned, removed, remove in (
+        ("pod", journal.pinned.pods, journal.removed.pods, work.pod),
+        ("service", journal.pinned.services, journal.removed.services, work.service),
+    ):
+        done = {(r.name, r.uid) for r in removed}
+        for entry in pinned:
+            if (entry.name, entry.uid) in done:
+                continue
+            outcome = await remove(entry)
+            removed.append(
+                records.RemovedObject(
+                    name=entry.name,
+                    uid=entry.uid,
+                    outcome=outcome,
+                    startup=entry.startup,
+                    log_reads=entry.log_reads,
+                )
+            )
+            runtime.metrics.pods_removed.labels(
+                path="cleanup", outcome=outcome
+            ).inc() if kind == "pod" else None
+            logger.info(
+                "Cleanup of %s: %s %s (uid %s) is %s.",
+                attempt.execution,
+                kind,
+                entry.name,
+                entry.uid,
+                outcome,
+            )
+            await work.save()
+    retained = records.Retained(
+        execution=attempt.execution,
+        final=final,
+        watermark=watermark,
+        archived=archived,
+        removed=journal.removed,
+    )
+    guard.check(before="moving the journal to attempt-retained")
+    await store.retain(slug=attempt.slug, retained=retained)
+    outcomes = ", ".join(f"{r.name}: {r.outcome}" for r in [*journal.removed.pods, *journal.removed.services])
+    notify.normal(
+        reason="CleanupFinished",
+        message=f"Attempt {attempt.generation} cleaned up ({outcomes or 'nothing left'})"
+        + ("" if archived else "; the transcript archive deadline passed first"),
+    )
+    return retained

@@ -6,6 +6,7 @@ of the logic modules, writes the status, and translates this package's errors in
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import logging
@@ -14,21 +15,24 @@ from typing import Any
 import kopf
 
 from agentihooks_swarm import (
+    attempts,
+    cleanup,
     errors,
     events,
     launch,
+    leadership,
     metrics,
     records,
     resources,
     runtime,
 )
-from agentihooks_swarm import (
-    settings as settings_,
-)
+from agentihooks_swarm import settings as settings_
 from agentihooks_swarm.store import AsyncStore
 
 GROUP = resources.GROUP
 VERSION = resources.VERSION
+#: Read once, at import: kopf's decorators below need the cleanup interval.
+CONFIG = settings_.Settings.from_env()
 
 
 def _now() -> str:
@@ -52,7 +56,7 @@ def _set_condition(patch: kopf.Patch, current: Any, condition: dict[str, Any]) -
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    config = settings_.Settings.from_env()
+    config = CONFIG
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING
@@ -67,6 +71,22 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
     memo.config = config
     memo.runtime = wired
     memo.store = store
+    leader = leadership.Leadership(
+        client=wired.pods,
+        namespace=config.lease_namespace or config.namespace or "default",
+        name=config.lease_name,
+        holder=leadership.identity(),
+        duration=config.lease_duration_seconds,
+    )
+    memo.leader = leader
+    await leader.attempt()  # Decide before kopf's peering starts, so the leader never pauses.
+    settings.peering.priority = leader.priority
+
+    def follow(held: bool) -> None:
+        settings.peering.priority = leader.priority  # kopf peering pauses the standbys' handlers.
+        logger.info("Leadership %s; kopf peering priority %d.", "gained" if held else "lost", leader.priority)
+
+    memo.leader_task = asyncio.create_task(leader.run(on_change=follow), name="leadership")
     try:
         await store.ping()
     except errors.StoreUnavailable as e:
@@ -76,6 +96,12 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
 
 @kopf.on.cleanup()
 async def stop(memo: Any, **_: Any) -> None:
+    task: asyncio.Task[None] | None = memo.get("leader_task")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await memo.leader.release()
     stack: contextlib.AsyncExitStack | None = memo.get("stack")
     if stack is not None:
         await stack.aclose()
@@ -94,6 +120,7 @@ async def launch_execution(
     **_: Any,
 ) -> None:
     assert namespace is not None  # Executions are namespaced.
+    _lead(memo, before="launching")
     wired: launch.Runtime = memo.runtime
     store: AsyncStore = memo.store
     notify = events.KopfEvents(body=body)
@@ -219,3 +246,148 @@ async def _swarm(
             _condition(type_="SwarmFound", status=False, reason="SwarmInvalid", message=str(e)),
         )
         raise kopf.TemporaryError(f"{e}; fix the Swarm", delay=60) from e
+
+
+def _lead(memo: Any, *, before: str) -> None:
+    """Standbys do nothing: kopf retries the handler, by when this replica may lead."""
+    try:
+        memo.leader.check(before=before)
+    except leadership.NotLeader as e:
+        raise kopf.TemporaryError(str(e), delay=CONFIG.lease_duration_seconds / 3) from e
+
+
+async def _advance(
+    *,
+    name: str,
+    namespace: str,
+    spec: Any,
+    status: Any,
+    body: Any,
+    patch: kopf.Patch,
+    memo: Any,
+    cancelled: bool,
+) -> attempts.Progress | None:
+    """One pass over an attempt after its launch; writes its progress to the status."""
+    generation = int(status.get("attempt") or 1)
+    hand = _hand_from_status(status, generation=generation)
+    if hand is None:
+        return None
+    slug = str(spec.get("swarm"))
+    attempt = launch.Attempt(namespace=namespace, slug=slug, execution=name, generation=generation)
+    try:
+        progress = await attempts.advance(
+            runtime=memo.runtime,
+            store=memo.store,
+            guard=memo.leader,
+            attempt=attempt,
+            hand=hand,
+            cancelled=cancelled,
+            deadline_seconds=CONFIG.archive_deadline_seconds,
+            notify=events.KopfEvents(body=body),
+        )
+    except leadership.NotLeader:
+        return None
+    except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:
+        patch.status["phase"] = "Cleaning"
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(type_="CleanedUp", status=False, reason=type(e).__name__, message=str(e)),
+        )
+        raise
+    patch.status["phase"] = progress.phase
+    if progress.outcome is not None:
+        patch.status["outcome"] = str(progress.outcome)
+    patch.status["waitingFor"] = progress.waiting_for or None
+    if progress.retained is not None:
+        removed = progress.retained.removed
+        patch.status["cleanup"] = {
+            "pods": {r.name: r.outcome for r in removed.pods},
+            "services": {r.name: r.outcome for r in removed.services},
+            "archived": progress.retained.archived,
+        }
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(
+                type_="CleanedUp",
+                status=True,
+                reason="Retained",
+                message="Evidence moved to attempt-retained; every pinned object has an outcome.",
+            ),
+        )
+    return progress
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    "executions",
+    interval=CONFIG.cleanup_interval_seconds,
+    when=lambda status, **_: status.get("phase") not in ("Done", "Invalid"),
+)
+async def advance_execution(
+    name: str,
+    namespace: str | None,
+    spec: Any,
+    status: Any,
+    body: Any,
+    patch: kopf.Patch,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    assert namespace is not None
+    if not memo.leader.holds():
+        return
+    try:
+        await _advance(
+            name=name,
+            namespace=namespace,
+            spec=spec,
+            status=status,
+            body=body,
+            patch=patch,
+            memo=memo,
+            cancelled=bool(spec.get("cancel")),
+        )
+    except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:
+        logger.warning(
+            "Cleanup pass failed, the next pass retries in %ss: %s", CONFIG.cleanup_interval_seconds, e
+        )
+
+
+@kopf.on.delete(GROUP, VERSION, "executions")
+async def cancel_execution(
+    name: str,
+    namespace: str | None,
+    spec: Any,
+    status: Any,
+    body: Any,
+    patch: kopf.Patch,
+    memo: Any,
+    **_: Any,
+) -> None:
+    """A deleted Execution's attempt is cancelled; the Execution goes once its cleanup finished."""
+    assert namespace is not None
+    _lead(memo, before="cleaning up a deleted execution")
+    try:
+        progress = await _advance(
+            name=name,
+            namespace=namespace,
+            spec=spec,
+            status=status,
+            body=body,
+            patch=patch,
+            memo=memo,
+            cancelled=True,
+        )
+    except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:
+        raise kopf.TemporaryError(
+            f"Cleanup before deletion failed: {e}", delay=CONFIG.cleanup_interval_seconds
+        ) from e
+    if progress is not None and not progress.done:
+        raise kopf.TemporaryError(
+            f"Waiting before deletion: {progress.waiting_for or progress.phase}",
+            delay=CONFIG.cleanup_interval_seconds,
+        )

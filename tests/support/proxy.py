@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Self
+from urllib.parse import unquote
 
 import aiohttp
 from aiohttp import web
@@ -47,6 +48,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 __all__ = [
+    "WATCH_QUERY",
     "Call",
     "Delay",
     "FaultProxy",
@@ -131,11 +133,14 @@ class WatchError:
 Action = Forward | Respond | Delay | Hang | Reset | WatchError
 
 
+WATCH_QUERY: re.Pattern[str] = re.compile(r"(^|&)watch=(true|1)(&|$)", re.IGNORECASE)
+"""Matches the query of a watch request (kubernetes-asyncio sends ``watch=True``, kopf ``watch=true``)."""
+
 # -- rules and records ----------------------------------------------------------------------------
 
 
 class Call(NamedTuple):
-    """One request seen by the proxy (path and query decoded)."""
+    """One request seen by the proxy; path and query fully percent-decoded (``labelSelector=app=x``)."""
 
     method: str
     path: str
@@ -266,7 +271,7 @@ def kubernetes_status(
     """The ``Status`` object kube-apiserver would send for ``code`` on this request."""
     target = _parse_path(path)
     method = method.upper()
-    watching = "watch=true" in query or "watch=1" in query
+    watching = WATCH_QUERY.search(query) is not None
     verb = "watch" if watching else _VERBS.get(method, method.lower())
     name = target.name if target is not None else None
     if name is None and method == "POST":
@@ -373,7 +378,7 @@ _HOP_BY_HOP = frozenset(
     }
 )
 _NOT_FORWARDED_UP = _HOP_BY_HOP | {"host", "content-length"}
-_NOT_FORWARDED_DOWN = _HOP_BY_HOP | {"content-length", "date", "server"}
+_NOT_FORWARDED_DOWN = _HOP_BY_HOP | {"content-length"}
 _HANG_SECONDS = 24 * 3600.0
 
 
@@ -777,7 +782,9 @@ class FaultProxy:
     # -- request handling -------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        call = Call(method=request.method.upper(), path=request.path, query=request.query_string)
+        call = Call(
+            method=request.method.upper(), path=request.path, query=unquote(request.rel_url.raw_query_string)
+        )
         body = await request.read()
         action = self._take_action(call)
         return await self._perform(action, request, body)
@@ -827,7 +834,7 @@ class FaultProxy:
                 code=action.status,
                 method=request.method,
                 path=request.path,
-                query=request.query_string,
+                query=unquote(request.rel_url.raw_query_string),
                 request_body=body,
                 reason=action.reason,
                 message=action.message,

@@ -1,0 +1,84 @@
+"""pytest fixtures for the real services: redis-server and the fault proxy.
+
+Loaded with ``pytest_plugins = ["tests.support.fixtures_services"]``. The proxy
+fixtures need a ``control_plane`` fixture (from ``tests.support.fixtures_cluster``)
+with ``.server`` (https URL), ``.ca_file``, ``.admin_token`` and ``.kubeconfig``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+
+from tests.support.proxy import FaultProxy
+from tests.support.redis_server import RedisServer
+
+__all__ = [
+    "ControlPlaneLike",
+    "fault_proxy",
+    "fault_proxy_kubeconfig",
+    "redis_server",
+    "redis_url",
+    "threaded_fault_proxy",
+]
+
+
+class ControlPlaneLike(Protocol):
+    @property
+    def server(self) -> str: ...
+
+    @property
+    def ca_file(self) -> Path: ...
+
+    @property
+    def admin_token(self) -> str: ...
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One real redis-server for the whole session (installed with apt-get when absent)."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    """The session's Redis, running, thawed and empty; left running and thawed after the test."""
+    _make_healthy(redis_server)
+    redis_server.flushall()
+    yield redis_server.url
+    _make_healthy(redis_server)
+
+
+def _make_healthy(server: RedisServer) -> None:
+    if server.frozen:
+        server.thaw()
+    if not server.running:
+        server.start()
+
+
+@pytest.fixture
+async def fault_proxy(control_plane: ControlPlaneLike) -> AsyncIterator[FaultProxy]:
+    """A FaultProxy in the test's event loop, in front of the control plane's kube-apiserver."""
+    async with FaultProxy(upstream=control_plane.server, ca_file=control_plane.ca_file) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def threaded_fault_proxy(control_plane: ControlPlaneLike) -> Iterator[FaultProxy]:
+    """A FaultProxy in its own thread, for sync code and operator subprocesses."""
+    with FaultProxy(upstream=control_plane.server, ca_file=control_plane.ca_file) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def fault_proxy_kubeconfig(
+    threaded_fault_proxy: FaultProxy, control_plane: ControlPlaneLike, tmp_path: Path
+) -> Path:
+    """A kubeconfig (admin token) pointing at ``threaded_fault_proxy``."""
+    return threaded_fault_proxy.kubeconfig(
+        token=control_plane.admin_token, path=tmp_path / "fault-proxy.kubeconfig"
+    )

@@ -1,0 +1,199 @@
+{{/*
+Names. Every object is named after the release; the controller Deployment is exactly
+RELEASE-controller, which the read commands in NOTES.txt rely on.
+*/}}
+{{- define "agentihooks-swarm.controllerName" -}}
+{{ .Release.Name }}-controller
+{{- end }}
+
+{{- define "agentihooks-swarm.redisName" -}}
+{{ .Release.Name }}-redis
+{{- end }}
+
+{{- define "agentihooks-swarm.metricsName" -}}
+{{ .Release.Name }}-metrics
+{{- end }}
+
+{{/* Cluster-scoped names also carry the namespace, so two releases of one name cannot clash. */}}
+{{- define "agentihooks-swarm.clusterRoleName" -}}
+{{ .Release.Name }}-{{ .Release.Namespace }}-controller
+{{- end }}
+
+{{- define "agentihooks-swarm.serviceAccountName" -}}
+{{ .Values.serviceAccount.name | default (include "agentihooks-swarm.controllerName" .) }}
+{{- end }}
+
+{{/* The worker namespace: Swarms, Executions, worker Pods, the Role and the KopfPeering. */}}
+{{- define "agentihooks-swarm.workerNamespace" -}}
+{{ .Values.watch.namespace | default .Release.Namespace }}
+{{- end }}
+
+{{- define "agentihooks-swarm.peeringName" -}}
+{{ .Values.peering.name | default .Release.Name }}
+{{- end }}
+
+{{- define "agentihooks-swarm.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Labels. */}}
+{{- define "agentihooks-swarm.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels of one component: call with (dict "root" $ "component" "controller"). */}}
+{{- define "agentihooks-swarm.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "agentihooks-swarm.componentLabels" -}}
+{{ include "agentihooks-swarm.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+kopf's command line. `run` is `kopf run -m agentihooks_swarm.handlers`.
+*/}}
+{{- define "agentihooks-swarm.args" -}}
+- run
+{{- if .Values.watch.allNamespaces }}
+- --all-namespaces
+{{- else }}
+- --namespace={{ include "agentihooks-swarm.workerNamespace" . }}
+{{- end }}
+{{- if .Values.peering.enabled }}
+- --peering={{ include "agentihooks-swarm.peeringName" . }}
+{{- if not (kindIs "invalid" .Values.peering.priority) }}
+- --priority={{ .Values.peering.priority }}
+{{- end }}
+{{- else }}
+- --standalone
+{{- end }}
+- --liveness=http://0.0.0.0:{{ .Values.health.port }}/healthz
+- --log-format={{ .Values.operator.logFormat }}
+{{- if .Values.operator.verbose }}
+- --verbose
+{{- end }}
+{{- end }}
+
+{{/*
+The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/settings.py).
+*/}}
+{{- define "agentihooks-swarm.redisCaDir" -}}
+/etc/agentihooks-swarm/redis-ca
+{{- end }}
+
+{{- define "agentihooks-swarm.env" -}}
+{{- $redis := .Values.redis -}}
+{{- if eq $redis.mode "bundled" }}
+- name: AGENTIHOOKS_SWARM_REDIS_URL
+  value: {{ printf "redis://%s.%s.svc:6379/0" (include "agentihooks-swarm.redisName" .) .Release.Namespace | quote }}
+- name: AGENTIHOOKS_SWARM_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "agentihooks-swarm.redisName" . }}
+      key: password
+{{- else }}
+{{- if $redis.external.urlSecret.name }}
+- name: AGENTIHOOKS_SWARM_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $redis.external.urlSecret.name }}
+      key: {{ $redis.external.urlSecret.key }}
+{{- else }}
+- name: AGENTIHOOKS_SWARM_REDIS_URL
+  value: {{ required "redis.mode=external needs redis.external.url or redis.external.urlSecret.name" $redis.external.url | quote }}
+{{- end }}
+{{- if $redis.external.passwordSecret.name }}
+- name: AGENTIHOOKS_SWARM_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $redis.external.passwordSecret.name }}
+      key: {{ $redis.external.passwordSecret.key }}
+{{- end }}
+{{- if $redis.external.tls.caSecret.name }}
+- name: AGENTIHOOKS_SWARM_REDIS_CA_FILE
+  value: {{ printf "%s/%s" (include "agentihooks-swarm.redisCaDir" .) $redis.external.tls.caSecret.key | quote }}
+{{- end }}
+{{- end }}
+- name: AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS
+  value: {{ $redis.timeoutSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_KEY_PREFIX
+  value: {{ $redis.keyPrefix | quote }}
+{{- if not .Values.watch.allNamespaces }}
+- name: AGENTIHOOKS_SWARM_NAMESPACE
+  value: {{ include "agentihooks-swarm.workerNamespace" . | quote }}
+{{- end }}
+- name: AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS
+  value: {{ .Values.operator.apiTimeoutSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_METRICS_PORT
+  value: {{ .Values.metrics.port | quote }}
+- name: AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS
+  value: {{ .Values.operator.archiveDeadlineSeconds | quote }}
+{{- end }}
+
+{{/*
+RBAC. The worker rules are exactly the API calls of kubernetes/pods.py and of kopf on the
+Execution and Swarm objects; manifests/rbac/ grants the same for installs without Helm.
+*/}}
+{{- define "agentihooks-swarm.workerRules" -}}
+# Worker Pods: create or adopt, re-read, list by labels, delete by pinned UID; kopf watches.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, delete]
+{{- if .Values.rbac.podLogs }}
+# Startup diagnostics: the last 200 lines of a refused worker's log (PodClient.pod_logs).
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+{{- end }}
+# The hand: the grant ConfigMap and the terminal Service.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, create]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, create, delete]
+# kopf posts Events about the Executions it handles.
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+# The custom resources: kopf watches and annotates them; status goes through the subresource.
+- apiGroups: [swarm.agentihooks.io]
+  resources: [swarms, executions]
+  verbs: [get, list, watch, patch]
+- apiGroups: [swarm.agentihooks.io]
+  resources: [swarms/status, executions/status]
+  verbs: [get, patch]
+{{- if and .Values.peering.enabled (not .Values.watch.allNamespaces) }}
+# kopf peering in the worker namespace: keep-alives of this and the standby replicas.
+- apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  verbs: [get, list, watch, patch]
+{{- end }}
+{{- end }}
+
+{{- define "agentihooks-swarm.clusterRules" -}}
+# kopf follows CRDs being added and removed.
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [get, list, watch]
+{{- if not .Values.watch.allNamespaces }}
+# A namespaced kopf lists and watches namespaces to notice the served one come and go.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}
+{{- if and .Values.peering.enabled .Values.watch.allNamespaces }}
+# kopf peering across the cluster.
+- apiGroups: [kopf.dev]
+  resources: [clusterkopfpeerings]
+  verbs: [get, list, watch, patch]
+{{- end }}
+{{- end }}

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from agentihooks_swarm import cleanup, events, finals, launch, records
-from agentihooks_swarm import store as store_
+from agentihooks_swarm import cleanup, events, finals, launch, records, store as store_
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -22,8 +22,7 @@ import dataclasses
 import logging
 from typing import Final, Protocol
 
-from agentihooks_swarm import errors, events, launch, records
-from agentihooks_swarm import store as store_
+from agentihooks_swarm import errors, events, launch, records, store as store_
 from agentihooks_swarm.kubernetes import diagnostics, labels
 
 logger = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from agentihooks_swarm import (
     records,
     resources,
     runtime,
+    settings as settings_,
 )
-from agentihooks_swarm import settings as settings_
 from agentihooks_swarm.store import AsyncStore
 
 GROUP = resources.GROUP

@@ -9,11 +9,9 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio import client as k8s, config as k8s_config
 
-from agentihooks_swarm import launch, metrics, store
-from agentihooks_swarm import settings as settings_
+from agentihooks_swarm import launch, metrics, settings as settings_, store
 from agentihooks_swarm.kubernetes import pods
 
 logger = logging.getLogger(__name__)

@@ -24,8 +24,7 @@ import redis
 import redis.asyncio
 import redis.exceptions
 
-from agentihooks_swarm import errors, records
-from agentihooks_swarm import settings as settings_
+from agentihooks_swarm import errors, records, settings as settings_
 
 STARTUP_DIAGNOSTICS: Final = "attempt-startup-diagnostics"
 HANDS: Final = "attempt-hands"

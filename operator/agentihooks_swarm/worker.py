@@ -24,8 +24,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from agentihooks_swarm import finals, records
-from agentihooks_swarm import store as store_
+from agentihooks_swarm import finals, records, store as store_
 
 #: Keeps the newest report, but never lets the transcript or archive watermark go backwards.
 _HEARTBEAT = """

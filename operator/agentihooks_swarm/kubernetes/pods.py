@@ -189,8 +189,14 @@ class PodClient:
 
     @staticmethod
     async def _read_all(response: aiohttp.ClientResponse, *, what: str, cap: int) -> bytes:
+        data = bytearray()
         try:
-            return await response.content.read(cap)
+            while len(data) < cap:
+                chunk = await response.content.read(cap - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            return bytes(data)
         except TimeoutError as e:
             raise errors.ApiTimeout(f"{what}: the answer did not arrive in time") from e
         except (aiohttp.ClientError, OSError) as e:

@@ -1,0 +1,50 @@
+"""Builders for the operator's custom resources, with option arguments instead of pasted YAML."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tests.support import pods
+
+API_VERSION = "swarm.agentihooks.io/v1alpha1"
+
+
+def swarm(
+    *,
+    name: str,
+    namespace: str,
+    projects: Sequence[str] = ("allowed",),
+    image: str = pods.WORKER_IMAGE,
+    annotations: Mapping[str, str] | None = None,
+    terminal_port: int | None = None,
+    env: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    worker: dict[str, Any] = {
+        "image": image,
+        "command": ["/bin/worker"],
+        "annotations": dict(annotations or {}),
+        "env": [dict(e) for e in env],
+    }
+    if terminal_port is not None:
+        worker["terminalPort"] = terminal_port
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Swarm",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"registration": {"projects": list(projects)}, "worker": worker},
+    }
+
+
+def execution(
+    *, name: str, namespace: str, swarm: str, project: str = "allowed", task: Any = None, cancel: bool = False
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"swarm": swarm, "project": project, "task": task or {"goal": "test"}}
+    if cancel:
+        spec["cancel"] = True
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Execution",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

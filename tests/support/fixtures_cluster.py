@@ -1,0 +1,118 @@
+"""pytest fixtures on the local control plane (tests/support/cluster.py).
+
+Load with ``pytest_plugins = ["tests.support.fixtures_cluster"]`` (or ``-p``). Fixtures:
+
+``control_plane`` (session) -> ``ControlPlane``
+    Builds the binaries once (at collection time, before any test's timeout starts) and starts
+    a control plane for the session, stopped at its end. With ``AGENTIHOOKS_SWARM_CLUSTER_STATE``
+    set (``eval "$(python -m tests.support.cluster env)"`` after ``cluster up``), the running
+    CLI cluster is reused and left running.
+``namespace`` (function) -> ``str``
+    A fresh namespace, Pod Security ``enforce: baseline`` unless the test is marked
+    ``@pytest.mark.pod_security("restricted")`` (or ``"privileged"``); its ``default``
+    ServiceAccount exists when the test starts; deleted afterwards.
+``admin_api`` (function, async) -> ``kubernetes_asyncio.client.ApiClient``
+    A client on the admin kubeconfig (client certificate, system:masters).
+
+``api_client(kubeconfig=...)`` opens an ``ApiClient`` on any kubeconfig, e.g. one from
+``control_plane.service_account_kubeconfig(...)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client, config
+
+from tests.support.cluster import STATE_ENV, ClusterError, ControlPlane, build, start
+
+_BIN_DIR = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "pod_security(level): Pod Security enforce level of the `namespace` fixture (default: baseline)",
+    )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the binaries before any test runs: a cold build outlasts a test's timeout."""
+    if os.environ.get(STATE_ENV) or session.config.option.collectonly:
+        return
+    if any("control_plane" in getattr(item, "fixturenames", ()) for item in session.items):
+        session.config.stash[_BIN_DIR] = build()
+
+
+@asynccontextmanager
+async def api_client(*, kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
+    """An ``ApiClient`` on ``kubeconfig``, closed on exit."""
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration=configuration) as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    state = os.environ.get(STATE_ENV)
+    if state:
+        plane = ControlPlane.load(Path(state))
+        if not plane.healthy():
+            raise ClusterError(f"{STATE_ENV}={state}: that cluster is not healthy (cluster status)")
+        yield plane
+        return
+    bin_dir = request.config.stash.get(_BIN_DIR, None) or build()
+    plane = start(workdir=tmp_path_factory.mktemp("control-plane"), bin_dir=bin_dir)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iterator[str]:
+    marker = request.node.get_closest_marker("pod_security")
+    level = str(marker.args[0]) if marker else "baseline"
+    slug = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{slug or 't'}-{uuid.uuid4().hex[:6]}"
+    control_plane.request_json(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": level,
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                },
+            },
+        },
+    )
+    deadline = time.monotonic() + 30
+    while control_plane.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] != 200:
+        if time.monotonic() > deadline:
+            raise ClusterError(f"namespace {name}: no default ServiceAccount after 30s")
+        time.sleep(0.05)
+    try:
+        yield name
+    finally:
+        control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest_asyncio.fixture
+async def admin_api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
+    async with api_client(kubeconfig=control_plane.kubeconfig) as api:
+        yield api

@@ -1,0 +1,407 @@
+"""Make Pods on the test control plane behave, through kwok's own mechanisms only.
+
+Nothing here writes Pod status: the kwok Stages in ``tests/support/kwok/pods.yaml`` play every
+Pod that lands on the fake Node (scheduled there by kube-scheduler), and kwok's kubelet-like
+server answers ``GET pods/{name}/log`` from a file named by a kwok ``Logs`` object.
+
+Annotation protocol
+-------------------
+The Stages read these annotations (prefix ``kwok.agentihooks.io/``) from the Pod, so they work
+for Pods created by anyone, e.g. the operator creating a worker from a template that carries
+them (``protocol_annotations(...)`` builds the dict):
+
+``phase``
+    ``Running`` (default; also without the annotation), ``Failed`` or ``Succeeded``. A Pod first
+    goes Pending -> Running (containers running, Ready), and with ``Failed``/``Succeeded`` then
+    to that phase with every main container terminated. ``restartPolicy`` is not consulted.
+``exit-code``
+    Exit code of every terminated main container; default 1 for ``Failed``, 0 for ``Succeeded``.
+``reason``, ``message``
+    ``state.terminated.reason`` / ``.message`` of the container that terminates with the exit
+    code (main containers, or the failing init container). Reason defaults to ``Error`` for a
+    nonzero code and ``Completed`` for 0; no message by default.
+``init-exit-code``
+    The Pod goes Pending -> Failed directly: the init container named by ``init-container``
+    (default: the first one) terminates with this code, init containers before it completed
+    with 0, later ones and all main containers stay ``waiting: PodInitializing`` (they never
+    start). The Pod needs at least one init container (``worker_pod`` adds one).
+``init-container``
+    Name of the failing init container (see above).
+``run-for``
+    Go duration (``"2s"``, ``"500ms"``) the main containers run before ``phase`` applies;
+    default 0. The terminated ``startedAt`` is the running ``startedAt``.
+``pod-reason``, ``pod-message``
+    ``status.reason`` / ``status.message`` of a Failed or Succeeded Pod (default: none).
+
+Terminated states carry ``exitCode``, ``reason``, ``message`` (when set), ``startedAt``,
+``finishedAt`` and ``containerID`` (``kwok://<pod uid>-<container>``). Deleting a Pod works as
+with a kubelet: kwok confirms the deletion (grace 0) as soon as ``deletionTimestamp`` is set.
+
+Planted logs
+------------
+``plant_log`` writes the content as a CRI log file (one ``<RFC3339Nano> stdout F <line>`` record
+per line, which is what a kubelet reads) under the cluster's ``pod_logs_dir`` and points a kwok
+``Logs`` object named after the Pod at it. kwok looks the ``Logs`` object up by namespace and
+Pod name when a log is requested, so a log planted BEFORE the Pod exists is served once a Pod of
+that name runs on the fake Node (and again for a Pod recreated under that name). A container
+without a planted log answers an empty log (the cluster's fallback ``ClusterLogs``).
+
+What ``GET pods/{name}/log?tailLines=200&limitBytes=65536&timestamps=true`` returns (measured by
+``tests/integration/test_control_plane.py`` through the real kube-apiserver; kwok reads the file
+with the kubelet's own CRI log reader, k8s.io/cri-client ``ReadLogs``):
+
+* ``tailLines`` picks the last N lines of the file; ``timestamps`` prefixes each line with
+  ``<RFC3339Nano, 9 digits> `` (those prefix bytes count against ``limitBytes``).
+* ``limitBytes`` then keeps the FIRST bytes of that tail window: the output starts at the
+  oldest of the N lines and stops after exactly ``limitBytes`` bytes, cutting the last line in
+  the middle. When the tail is larger than the byte limit, the NEWEST lines are the ones lost.
+* Bytes are returned raw: invalid UTF-8 comes back unchanged (no replacement) with
+  ``Content-Type: text/plain``; decoding is the client's business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final, Literal, cast
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from tests.support.cluster import EMPTY_LOG, ClusterError, ControlPlane
+
+PREFIX: Final = "kwok.agentihooks.io/"
+PHASE: Final = PREFIX + "phase"
+EXIT_CODE: Final = PREFIX + "exit-code"
+REASON: Final = PREFIX + "reason"
+MESSAGE: Final = PREFIX + "message"
+INIT_EXIT_CODE: Final = PREFIX + "init-exit-code"
+INIT_CONTAINER: Final = PREFIX + "init-container"
+RUN_FOR: Final = PREFIX + "run-for"
+POD_REASON: Final = PREFIX + "pod-reason"
+POD_MESSAGE: Final = PREFIX + "pod-message"
+
+WORKER_IMAGE: Final = "registry.invalid/agentihooks-swarm/worker:test"
+Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+
+def protocol_annotations(
+    *,
+    phase: Literal["Running", "Failed", "Succeeded"] | None = None,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+    init_exit_code: int | None = None,
+    init_container: str | None = None,
+    run_for: str | None = None,
+    pod_reason: str | None = None,
+    pod_message: str | None = None,
+) -> dict[str, str]:
+    """The protocol annotations for the given behaviour (unset arguments are left out)."""
+    values: dict[str, str | int | None] = {
+        PHASE: phase,
+        EXIT_CODE: exit_code,
+        REASON: reason,
+        MESSAGE: message,
+        INIT_EXIT_CODE: init_exit_code,
+        INIT_CONTAINER: init_container,
+        RUN_FOR: run_for,
+        POD_REASON: pod_reason,
+        POD_MESSAGE: pod_message,
+    }
+    return {key: str(value) for key, value in values.items() if value is not None}
+
+
+def _container(name: str, image: str) -> dict[str, Any]:
+    # Passes Pod Security "restricted", so the Pod is admitted at every level.
+    return {
+        "name": name,
+        "image": image,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
+def worker_pod(
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    phase: Literal["Running", "Failed", "Succeeded"] | None = None,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+    init_exit_code: int | None = None,
+    init_container: str | None = None,
+    run_for: str | None = None,
+    pod_reason: str | None = None,
+    pod_message: str | None = None,
+    containers: Sequence[str] = ("worker",),
+    init_containers: Sequence[str] | None = None,
+    image: str = WORKER_IMAGE,
+    owner_references: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A Pod manifest (no ``nodeName``: kube-scheduler places it) following the protocol above.
+
+    With ``init_exit_code`` and no ``init_containers``, one init container ``init`` is added.
+    """
+    if init_containers is None:
+        init_containers = ("init",) if init_exit_code is not None else ()
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels or {}),
+        "annotations": {
+            **dict(annotations or {}),
+            **protocol_annotations(
+                phase=phase,
+                exit_code=exit_code,
+                reason=reason,
+                message=message,
+                init_exit_code=init_exit_code,
+                init_container=init_container,
+                run_for=run_for,
+                pod_reason=pod_reason,
+                pod_message=pod_message,
+            ),
+        },
+    }
+    if owner_references:
+        metadata["ownerReferences"] = [dict(ref) for ref in owner_references]
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [_container(c, image) for c in containers],
+    }
+    if init_containers:
+        spec["initContainers"] = [_container(c, image) for c in init_containers]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+# --------------------------------------------------------------------------------------------
+# Logs
+
+
+def cri_log(
+    content: bytes, *, stream: Literal["stdout", "stderr"] = "stdout", first: datetime, step: timedelta
+) -> bytes:
+    """Render ``content`` as CRI log records, one per line, timestamps ``first + i * step``.
+
+    A last line without a trailing newline becomes a partial (``P``) record, which the kubelet's
+    reader returns without a newline, as the container printed it.
+    """
+    lines = content.split(b"\n")
+    records: list[bytes] = []
+    for index, line in enumerate(lines):
+        last = index == len(lines) - 1
+        if last and not line:
+            break
+        stamp = (first + index * step).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+        tag = b"P" if last else b"F"
+        records.append(stamp.encode() + b" " + stream.encode() + b" " + tag + b" " + line + b"\n")
+    return b"".join(records)
+
+
+def _logs_path(cluster: ControlPlane, *, namespace: str, pod: str, container: str) -> Path:
+    return cluster.pod_logs_dir / namespace / pod / f"{container}.log"
+
+
+def plant_log_blocking(
+    *,
+    cluster: ControlPlane,
+    namespace: str,
+    pod: str,
+    container: str,
+    content: bytes,
+    stream: Literal["stdout", "stderr"] = "stdout",
+    first_timestamp: datetime | None = None,
+    timeout: float = 10.0,
+) -> Path:
+    """Blocking form of ``plant_log``."""
+    path = _logs_path(cluster, namespace=namespace, pod=pod, container=container)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = cri_log(
+        content,
+        stream=stream,
+        first=first_timestamp or datetime.now(UTC),
+        step=timedelta(milliseconds=1),
+    )
+    # Write then rename: a concurrent reader sees the old file or the new one, never half.
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{container}.")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.replace(temporary, path)
+    _ensure_logs_object(cluster, namespace=namespace, pod=pod)
+    _wait_served(cluster, namespace=namespace, pod=pod, container=container, content=content, timeout=timeout)
+    return path
+
+
+async def plant_log(
+    *,
+    cluster: ControlPlane,
+    namespace: str,
+    pod: str,
+    container: str,
+    content: bytes,
+    stream: Literal["stdout", "stderr"] = "stdout",
+    first_timestamp: datetime | None = None,
+    timeout: float = 10.0,
+) -> Path:
+    """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` (raw bytes).
+
+    Works before the Pod exists and for any Pod of that name; planting again replaces the log.
+    Returns once kwok serves it. ``first_timestamp`` is the first line's timestamp (default:
+    now); each further line is 1 ms later.
+    """
+    return await asyncio.to_thread(
+        plant_log_blocking,
+        cluster=cluster,
+        namespace=namespace,
+        pod=pod,
+        container=container,
+        content=content,
+        stream=stream,
+        first_timestamp=first_timestamp,
+        timeout=timeout,
+    )
+
+
+def _ensure_logs_object(cluster: ControlPlane, *, namespace: str, pod: str) -> None:
+    """Create or update the kwok ``Logs`` object ``namespace/pod`` for every planted file."""
+    directory = cluster.pod_logs_dir / namespace / pod
+    entries: list[dict[str, Any]] = [
+        {"containers": [file.stem], "logsFile": str(file)} for file in sorted(directory.glob("*.log"))
+    ]
+    # Other containers of the Pod printed nothing (a Logs object shadows the ClusterLogs fallback).
+    entries.append({"logsFile": str(cluster.pod_logs_dir / EMPTY_LOG)})
+    collection = f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs"
+    for _ in range(10):
+        status, data = cluster.request("GET", f"{collection}/{pod}")
+        if status == 404:
+            body = {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "Logs",
+                "metadata": {"name": pod, "namespace": namespace},
+                "spec": {"logs": entries},
+            }
+            status, data = cluster.request("POST", collection, body)
+        elif status == 200:
+            current = json.loads(data)
+            if current.get("spec", {}).get("logs") == entries:
+                return
+            current["spec"] = {"logs": entries}
+            status, data = cluster.request("PUT", f"{collection}/{pod}", current)
+        if status in (200, 201):
+            return
+        if status != 409:
+            raise ClusterError(
+                f"kwok Logs {namespace}/{pod}: {status} {data[:1000].decode(errors='replace')}"
+            )
+    raise ClusterError(f"kwok Logs {namespace}/{pod}: kept conflicting")
+
+
+def _wait_served(
+    cluster: ControlPlane, *, namespace: str, pod: str, container: str, content: bytes, timeout: float
+) -> None:
+    """Poll kwok's own containerLogs endpoint until it serves ``content`` (its cache is async)."""
+    deadline = time.monotonic() + timeout
+    path = f"/containerLogs/{namespace}/{pod}/{container}"
+    last: tuple[int, bytes] = (0, b"")
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            last = cluster.kwok_get(path)
+            if last == (200, content):
+                return
+        time.sleep(0.05)
+    raise ClusterError(f"kwok did not serve the planted log of {namespace}/{pod}/{container}: {last!r}")
+
+
+async def read_log(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    pod: str,
+    container: str,
+    tail_lines: int | None = 200,
+    limit_bytes: int | None = 65536,
+    timestamps: bool = True,
+) -> bytes:
+    """``GET pods/{pod}/log`` through kube-apiserver, the raw bytes (defaults: the operator's)."""
+    core = client.CoreV1Api(api)
+    options: dict[str, Any] = {"container": container, "timestamps": timestamps, "_preload_content": False}
+    if tail_lines is not None:
+        options["tail_lines"] = tail_lines
+    if limit_bytes is not None:
+        options["limit_bytes"] = limit_bytes
+    # With _preload_content=False the answer is the aiohttp response, not the decoded str.
+    response = cast(Any, await core.read_namespaced_pod_log(pod, namespace, **options))
+    try:
+        body: bytes = await response.read()
+    finally:
+        response.release()
+    return body
+
+
+# --------------------------------------------------------------------------------------------
+# Waiting
+
+
+async def wait_for_phase(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    phase: Phase,
+    timeout: float = 30.0,
+) -> Any:
+    """Poll until Pod ``namespace/name`` has ``phase``; return the ``V1Pod``.
+
+    Fails early when the Pod reaches a different terminal phase.
+    """
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + timeout
+    last: str | None = None
+    while True:
+        pod = await core.read_namespaced_pod(name, namespace)
+        last = pod.status.phase if pod.status else None
+        if last == phase:
+            return pod
+        if last in ("Failed", "Succeeded"):
+            raise AssertionError(f"Pod {namespace}/{name} reached {last}, not {phase}: {pod.status}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Pod {namespace}/{name} is {last!r} after {timeout}s, not {phase}")
+        await asyncio.sleep(0.05)
+
+
+async def wait_for_absent(
+    *,
+    read: Callable[[], Awaitable[object]],
+    what: str,
+    timeout: float = 30.0,
+) -> None:
+    """Poll ``await read()`` until it raises a 404 ``ApiException`` (the object is gone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await read()
+        except ApiException as error:
+            if error.status == 404:
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} still exists after {timeout}s")
+        await asyncio.sleep(0.05)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.support.cluster import ControlPlane
 from tests.support.fixtures_services import ControlPlaneLike
 from tests.support.proxy import WATCH_QUERY, FaultProxy, WatchError
 
@@ -161,3 +163,45 @@ async def test_watch_error_410_reaches_the_client(fault_proxy: FaultProxy, api: 
                 pass
     assert caught.value.status == 410
     assert fault_proxy.count(method="GET", path=CONFIGMAPS, query=WATCH_QUERY) == 1
+
+
+def _kubectl(bin_dir: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir / "kubectl"), "--kubeconfig", str(kubeconfig), "--request-timeout=20s", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_kubectl_subprocess_through_the_threaded_tls_proxy(
+    threaded_tls_fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    proxy = threaded_tls_fault_proxy
+    kubeconfig = proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "kubeconfig")
+    proxy.fail(method="GET", path="/api/v1/namespaces", status=403, times=None)
+    denied = _kubectl(control_plane.bin_dir, kubeconfig, "get", "namespaces", "-o", "name")
+    assert denied.returncode == 1
+    assert (
+        'Error from server (Forbidden): namespaces is forbidden: User "system:serviceaccount:test:proxy" '
+        'cannot list resource "namespaces" in API group ""'
+    ) in denied.stderr, denied.stderr
+    assert proxy.count(method="GET", path="/api/v1/namespaces") == 1
+
+    proxy.clear_rules()
+    proxy.reset_counts()
+    listed = _kubectl(control_plane.bin_dir, kubeconfig, "get", "namespaces", "-o", "name")
+    assert listed.returncode == 0, listed.stderr
+    assert "namespace/default" in listed.stdout.split()
+    assert proxy.count(method="GET", path="/api/v1/namespaces") == 1
+
+
+def test_kubectl_sends_no_token_over_plain_http(
+    threaded_fault_proxy: FaultProxy, fault_proxy_kubeconfig: Path, control_plane: ControlPlane
+) -> None:
+    # Why the TLS variant exists: client-go drops the bearer token for an http:// server.
+    result = _kubectl(control_plane.bin_dir, fault_proxy_kubeconfig, "get", "--raw", "/api")
+    assert result.returncode == 1
+    assert 'User "system:anonymous" cannot get path "/api"' in result.stderr
+    assert threaded_fault_proxy.calls() == [("GET", "/api", "timeout=20s")]

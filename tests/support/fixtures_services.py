@@ -23,6 +23,7 @@ __all__ = [
     "redis_server",
     "redis_url",
     "threaded_fault_proxy",
+    "threaded_tls_fault_proxy",
 ]
 
 
@@ -75,10 +76,33 @@ def threaded_fault_proxy(control_plane: ControlPlaneLike) -> Iterator[FaultProxy
 
 
 @pytest.fixture
+def threaded_tls_fault_proxy(control_plane: ControlPlaneLike) -> Iterator[FaultProxy]:
+    """Like ``threaded_fault_proxy`` but listening on HTTPS, for Go clients (kubectl).
+
+    kubectl/client-go send no bearer token to a plain-HTTP server. The proxy serves the
+    apiserver's own certificate (SAN 127.0.0.1, signed by the control plane's CA, found as
+    ``apiserver.crt``/``apiserver.key`` beside ``control_plane.ca_file``).
+    """
+    pki = control_plane.ca_file.parent
+    cert, key = pki / "apiserver.crt", pki / "apiserver.key"
+    if not (cert.is_file() and key.is_file()):
+        raise FileNotFoundError(f"no serving certificate for the TLS fault proxy: {cert} / {key}")
+    proxy = FaultProxy(
+        upstream=control_plane.server,
+        ca_file=control_plane.ca_file,
+        tls_cert_file=cert,
+        tls_key_file=key,
+        tls_ca_file=control_plane.ca_file,
+    )
+    with proxy:
+        yield proxy
+
+
+@pytest.fixture
 def fault_proxy_kubeconfig(
     threaded_fault_proxy: FaultProxy, control_plane: ControlPlaneLike, tmp_path: Path
 ) -> Path:
-    """A kubeconfig (admin token) pointing at ``threaded_fault_proxy``."""
+    """A kubeconfig (admin token) pointing at ``threaded_fault_proxy`` (plain HTTP: Python clients)."""
     return threaded_fault_proxy.kubeconfig(
         token=control_plane.admin_token, path=tmp_path / "fault-proxy.kubeconfig"
     )

@@ -1,10 +1,11 @@
 """A programmable fault-injecting reverse proxy for the Kubernetes API.
 
 It sits between a Kubernetes client (kubernetes-asyncio, kopf, kubectl) and the
-REAL kube-apiserver: the client talks plain HTTP to ``127.0.0.1:PORT``, the
-proxy forwards to the upstream (HTTPS verified against a CA file, or plain HTTP
-for local tests) and streams the answer back, so watches and log streams flow
-incrementally and stay open.
+REAL kube-apiserver: the client talks plain HTTP to ``127.0.0.1:PORT`` (or HTTPS
+with a given serving certificate: Go clients such as kubectl send no bearer
+token over plain HTTP), the proxy forwards to the upstream (HTTPS verified
+against a CA file, or plain HTTP for local tests) and streams the answer back,
+so watches and log streams flow incrementally and stay open.
 
 Faults are rules: a method + a path regex (``re.fullmatch`` on the decoded
 path) + an optional query regex (``re.search`` on the decoded query string),
@@ -399,7 +400,13 @@ def _strip(headers: Mapping[str, str] | Iterable[tuple[str, str]], drop: frozens
 
 
 class FaultProxy:
-    """Plain-HTTP reverse proxy in front of ``upstream`` with programmable faults.
+    """Reverse proxy in front of ``upstream`` with programmable faults.
+
+    It listens on plain HTTP, or on HTTPS when ``tls_cert_file``/``tls_key_file``
+    are given (``tls_ca_file``: the CA that signed them, written into
+    :meth:`kubeconfig`). Go clients (kubectl, client-go) do not send a bearer
+    token to a plain ``http://`` server, so they need the HTTPS mode; Python
+    clients (kubernetes-asyncio, kopf) work with either.
 
     Rule and counting methods are synchronous and thread-safe, so they work the
     same whether the proxy runs in the test's loop or in its own thread.
@@ -413,7 +420,15 @@ class FaultProxy:
         host: str = "127.0.0.1",
         port: int = 0,
         connect_timeout: float = 10.0,
+        tls_cert_file: Path | str | None = None,
+        tls_key_file: Path | str | None = None,
+        tls_ca_file: Path | str | None = None,
     ) -> None:
+        if (tls_cert_file is None) != (tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        self._tls_cert_file = Path(tls_cert_file) if tls_cert_file is not None else None
+        self._tls_key_file = Path(tls_key_file) if tls_key_file is not None else None
+        self._tls_ca_file = Path(tls_ca_file) if tls_ca_file is not None else None
         self._upstream = URL(upstream.rstrip("/"))
         if self._upstream.scheme not in ("http", "https"):
             raise ValueError(f"upstream must be http:// or https://, not {upstream!r}")
@@ -441,9 +456,13 @@ class FaultProxy:
         return self._port
 
     @property
+    def scheme(self) -> str:
+        return "https" if self._tls_cert_file is not None else "http"
+
+    @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT`` -- point clients here."""
-        return f"http://{self._host}:{self.port}"
+        """``http://127.0.0.1:PORT`` (or ``https://``) -- point clients here."""
+        return f"{self.scheme}://{self._host}:{self.port}"
 
     @property
     def upstream(self) -> str:
@@ -451,10 +470,13 @@ class FaultProxy:
 
     def kubeconfig(self, *, token: str, path: Path, namespace: str = "default") -> Path:
         """Write a kubeconfig for ``url`` with a bearer token (JSON, which is valid YAML)."""
+        cluster: dict[str, str] = {"server": self.url}
+        if self._tls_ca_file is not None:
+            cluster["certificate-authority"] = str(self._tls_ca_file)
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fault-proxy", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "fault-proxy", "cluster": cluster}],
             "users": [{"name": "fault-proxy", "user": {"token": token}}],
             "contexts": [
                 {
@@ -619,7 +641,7 @@ class FaultProxy:
         method: str | None = None,
         path: str | re.Pattern[str] | None = None,
         query: str | re.Pattern[str] | None = None,
-        timeout: float = 10.0,  # noqa: ASYNC109 - a poll deadline, like the blocking twin's
+        timeout: float = 10.0,
         interval: float = 0.02,
     ) -> int:
         """Poll (without blocking the loop) until ``count(...) >= at_least``; TimeoutError otherwise."""
@@ -688,7 +710,13 @@ class FaultProxy:
             shutdown_timeout=0.5,
         )
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._requested_port, reuse_address=True)
+        server_ssl: ssl.SSLContext | None = None
+        if self._tls_cert_file is not None and self._tls_key_file is not None:
+            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_ssl.load_cert_chain(str(self._tls_cert_file), str(self._tls_key_file))
+        site = web.TCPSite(
+            runner, self._host, self._requested_port, reuse_address=True, ssl_context=server_ssl
+        )
         try:
             await site.start()
         except BaseException:

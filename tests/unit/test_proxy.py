@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
+import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -515,3 +517,81 @@ def test_kubernetes_status_for_forbidden_cluster_scoped_get() -> None:
         "group": "apiextensions.k8s.io",
         "kind": "customresourcedefinitions",
     }
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _make_pki(directory: Path) -> Path:
+    """A CA and a serving certificate for 127.0.0.1 (server.crt/server.key), made with openssl."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=ca",
+        cwd=directory,
+    )
+    _openssl(
+        "req", "-x509", *ec, "-CA", "ca.crt", "-CAkey", "ca.key", "-days", "2",
+        "-keyout", "server.key", "-out", "server.crt", "-subj", "/CN=server",
+        "-addext", "subjectAltName=IP:127.0.0.1", "-addext", "extendedKeyUsage=serverAuth",
+        cwd=directory,
+    )  # fmt: skip
+    return directory
+
+
+async def test_https_upstream_verified_and_https_listener(tmp_path: Path) -> None:
+    pki = _make_pki(tmp_path / "pki")
+    other = _make_pki(tmp_path / "other")
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.json_response({"auth": request.headers.get("Authorization")})
+
+    app = web.Application()
+    app.router.add_get("/version", hello)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    upstream_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    upstream_ssl.load_cert_chain(str(pki / "server.crt"), str(pki / "server.key"))
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=upstream_ssl).start()
+    upstream = f"https://127.0.0.1:{runner.addresses[0][1]}"
+    client_ssl = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    try:
+        proxy = FaultProxy(
+            upstream=upstream,
+            ca_file=pki / "ca.crt",
+            tls_cert_file=pki / "server.crt",
+            tls_key_file=pki / "server.key",
+            tls_ca_file=pki / "ca.crt",
+        )
+        async with proxy, aiohttp.ClientSession() as session:
+            assert proxy.url.startswith("https://127.0.0.1:")
+            async with session.get(
+                f"{proxy.url}/version", headers={"Authorization": "Bearer t"}, ssl=client_ssl
+            ) as response:
+                assert response.status == 200
+                assert await response.json() == {"auth": "Bearer t"}
+            config = json.loads(proxy.kubeconfig(token="t", path=tmp_path / "kc").read_text())
+            assert config["clusters"][0]["cluster"] == {
+                "server": proxy.url,
+                "certificate-authority": str(pki / "ca.crt"),
+            }
+
+        # An upstream whose certificate the proxy's CA did not sign is unreachable: 503.
+        async with FaultProxy(upstream=upstream, ca_file=other / "ca.crt") as wrong_ca:
+            async with aiohttp.ClientSession() as session, session.get(f"{wrong_ca.url}/version") as response:
+                assert response.status == 503
+                body = await response.json()
+            assert "certificate" in body["message"].lower()
+    finally:
+        await runner.cleanup()

@@ -227,3 +227,25 @@ def test_a_killed_server_is_detected_and_restartable(server: RedisServer) -> Non
     assert not server.running
     server.start()
     assert server.ping()
+
+
+def test_redis_url_fixture_leaves_a_dirty_stopped_server(redis_server: RedisServer, redis_url: str) -> None:
+    assert redis_url == redis_server.url
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.dbsize() == 0
+        assert client.set("leftover", "1") is True
+    finally:
+        client.close()
+    redis_server.freeze()
+    redis_server.stop()  # the fixture brings it back for the next test
+
+
+def test_redis_url_fixture_gives_a_running_empty_server(redis_server: RedisServer, redis_url: str) -> None:
+    assert redis_server.running
+    assert not redis_server.frozen
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.dbsize() == 0
+    finally:
+        client.close()

@@ -6,6 +6,11 @@ RELEASE-controller, which the read commands in NOTES.txt rely on.
 {{ .Release.Name }}-controller
 {{- end }}
 
+{{/* The leadership Lease, in the release namespace. */}}
+{{- define "agentihooks-swarm.leaseName" -}}
+{{ .Release.Name }}-controller
+{{- end }}
+
 {{- define "agentihooks-swarm.redisName" -}}
 {{ .Release.Name }}-redis
 {{- end }}
@@ -69,9 +74,6 @@ kopf's command line. `run` is `kopf run -m agentihooks_swarm.handlers`.
 {{- end }}
 {{- if .Values.peering.enabled }}
 - --peering={{ include "agentihooks-swarm.peeringName" . }}
-{{- if not (kindIs "invalid" .Values.peering.priority) }}
-- --priority={{ .Values.peering.priority }}
-{{- end }}
 {{- else }}
 - --standalone
 {{- end }}
@@ -136,6 +138,14 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ .Values.metrics.port | quote }}
 - name: AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS
   value: {{ .Values.operator.archiveDeadlineSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS
+  value: {{ .Values.operator.cleanupIntervalSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_LEASE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: AGENTIHOOKS_SWARM_LEASE_NAME
+  value: {{ include "agentihooks-swarm.leaseName" . | quote }}
+- name: AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS
+  value: {{ .Values.operator.leaseDurationSeconds | quote }}
 {{- end }}
 
 {{/*
@@ -177,6 +187,17 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
   resources: [kopfpeerings]
   verbs: [get, list, watch, patch]
 {{- end }}
+{{- end }}
+
+{{/* Leadership (leadership.py): one Lease, read and renewed by name, created once. */}}
+{{- define "agentihooks-swarm.leaderRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ include "agentihooks-swarm.leaseName" . }}]
+  verbs: [get, update]
 {{- end }}
 
 {{- define "agentihooks-swarm.clusterRules" -}}

@@ -1,0 +1,452 @@
+"""The chart rendered with `helm template` over several value sets, and its schema.
+
+Each test renders the chart (release ``rel`` in namespace ``ns``) and asserts on the parsed
+objects: exact key sets, so anything unexpected fails.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from agentihooks_swarm import settings
+from tests.chart.conftest import CHART_DIR, NAMESPACE, RELEASE, REPO_ROOT, Chart, Object, RenderError, rules
+
+APP_VERSION: Final = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())["appVersion"]
+
+#: The Role of the worker namespace with the defaults: every API call of the operator.
+WORKER_RULES: Final = {
+    *{("", "pods", verb, "*") for verb in ("get", "list", "watch", "create", "delete")},
+    ("", "pods/log", "get", "*"),
+    ("", "configmaps", "get", "*"),
+    ("", "configmaps", "create", "*"),
+    *{("", "services", verb, "*") for verb in ("get", "list", "create", "delete")},
+    *{(group, "events", verb, "*") for group in ("", "events.k8s.io") for verb in ("create", "patch")},
+    *{
+        ("swarm.agentihooks.io", plural, verb, "*")
+        for plural in ("swarms", "executions")
+        for verb in ("get", "list", "watch", "patch")
+    },
+    *{
+        ("swarm.agentihooks.io", sub, verb, "*")
+        for sub in ("swarms/status", "executions/status")
+        for verb in ("get", "patch")
+    },
+    *{("kopf.dev", "kopfpeerings", verb, "*") for verb in ("get", "list", "watch", "patch")},
+}
+LEADER_RULES: Final = {
+    ("coordination.k8s.io", "leases", "create", "*"),
+    ("coordination.k8s.io", "leases", "get", f"{RELEASE}-controller"),
+    ("coordination.k8s.io", "leases", "update", f"{RELEASE}-controller"),
+}
+CRD_RULES: Final = {
+    ("apiextensions.k8s.io", "customresourcedefinitions", v, "*") for v in ("get", "list", "watch")
+}
+NAMESPACE_RULES: Final = {("", "namespaces", "list", "*"), ("", "namespaces", "watch", "*")}
+CLUSTER_PEERING_RULES: Final = {
+    ("kopf.dev", "clusterkopfpeerings", v, "*") for v in ("get", "list", "watch", "patch")
+}
+
+EXTERNAL: Final = {
+    "redis": {
+        "mode": "external",
+        "external": {
+            "urlSecret": {"name": "redis-conn", "key": "url"},
+            "passwordSecret": {"name": "redis-auth", "key": "secret"},
+            "tls": {"caSecret": {"name": "redis-ca", "key": "ca.pem"}},
+        },
+    }
+}
+
+
+def pod_spec(deployment: Object) -> Object:
+    spec: Object = deployment["spec"]["template"]["spec"]
+    return spec
+
+
+def test_lint_passes_on_defaults_and_external_redis(chart: Chart) -> None:
+    for values in ({}, EXTERNAL, {"replicas": 2, "rbac": {"podLogs": False}}):
+        done = chart.lint(values)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_default_objects(chart: Chart) -> None:
+    rendered = chart.render()
+    assert rendered.names() == {
+        ("ServiceAccount", "rel-controller"),
+        ("Deployment", "rel-controller"),
+        ("Service", "rel-metrics"),
+        ("Role", "rel-controller"),
+        ("RoleBinding", "rel-controller"),
+        ("Role", "rel-controller-leader"),
+        ("RoleBinding", "rel-controller-leader"),
+        ("ClusterRole", "rel-ns-controller"),
+        ("ClusterRoleBinding", "rel-ns-controller"),
+        ("KopfPeering", "rel"),
+        ("Secret", "rel-redis"),
+        ("Service", "rel-redis"),
+        ("Deployment", "rel-redis"),
+    }
+    namespaced = [o for o in rendered.objects if o["kind"] not in ("ClusterRole", "ClusterRoleBinding")]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE}
+
+
+def test_controller_runs_kopf_namespaced_with_peering_and_liveness(chart: Chart) -> None:
+    rendered = chart.render()
+    deployment = rendered.one("Deployment", "rel-controller")
+    assert deployment["spec"]["replicas"] == 1
+    container = rendered.controller()
+    assert container["image"] == f"ghcr.io/agentihooks/agentihooks-swarm:{APP_VERSION}"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert "command" not in container  # The image's entrypoint: python -m agentihooks_swarm.
+    assert container["args"] == [
+        "run",
+        "--namespace=ns",
+        "--peering=rel",
+        "--liveness=http://0.0.0.0:8080/healthz",
+        "--log-format=full",
+    ]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080, "metrics": 9090}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert pod_spec(deployment)["serviceAccountName"] == "rel-controller"
+    peering = rendered.one("KopfPeering", "rel")
+    assert peering["apiVersion"] == "kopf.dev/v1"
+    assert peering["metadata"]["namespace"] == NAMESPACE
+
+
+def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
+    env = chart.render().env()
+    assert set(env) == {
+        "POD_ID",
+        "AGENTIHOOKS_SWARM_REDIS_URL",
+        "AGENTIHOOKS_SWARM_REDIS_PASSWORD",
+        "AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS",
+        "AGENTIHOOKS_SWARM_KEY_PREFIX",
+        "AGENTIHOOKS_SWARM_NAMESPACE",
+        "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS",
+        "AGENTIHOOKS_SWARM_METRICS_PORT",
+        "AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS",
+        "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS",
+        "AGENTIHOOKS_SWARM_LEASE_NAMESPACE",
+        "AGENTIHOOKS_SWARM_LEASE_NAME",
+        "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS",
+    }
+    fields = {settings.PREFIX + name.upper() for name in settings.Settings.model_fields}
+    assert {name for name in env if name.startswith(settings.PREFIX)} <= fields
+    assert env["POD_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["AGENTIHOOKS_SWARM_REDIS_URL"]["value"] == "redis://rel-redis.ns.svc:6379/0"
+    assert env["AGENTIHOOKS_SWARM_REDIS_PASSWORD"]["valueFrom"] == {
+        "secretKeyRef": {"name": "rel-redis", "key": "password"}
+    }
+    plain = {name: e["value"] for name, e in env.items() if "value" in e}
+    # The operator's own parser accepts what the chart sets.
+    parsed = settings.Settings.from_env({**plain, "AGENTIHOOKS_SWARM_REDIS_PASSWORD": "x"})
+    assert parsed.namespace == NAMESPACE
+    assert parsed.lease_namespace == NAMESPACE
+    assert parsed.lease_name == "rel-controller"
+    assert parsed.metrics_port == 9090
+    assert parsed.key_prefix == "agentihooks-swarm"
+
+
+def _keys(tree: Any, prefix: str = "") -> set[str]:
+    if not isinstance(tree, dict):
+        return set()
+    found = set()
+    for key, value in tree.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        found |= {path.lower()} | _keys(value, path)
+    return found
+
+
+def _schema_keys(schema: Any, prefix: str = "") -> set[str]:
+    found = set()
+    for key, sub in (schema.get("properties") or {}).items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        found |= {path.lower()} | _schema_keys(sub, path)
+    return found
+
+
+def test_log_limits_and_log_reads_have_no_setting(chart: Chart) -> None:
+    values = _keys(yaml.safe_load((CHART_DIR / "values.yaml").read_text()))
+    schema = _schema_keys(json.loads((CHART_DIR / "values.schema.json").read_text()))
+    assert schema - {"global"} <= values  # The schema knows no setting that values.yaml lacks.
+    for word in ("logreads", "tail", "limitbytes", "loglimit", "logbytes"):
+        assert not any(word in path.replace("_", "").replace("-", "") for path in values | schema), word
+    env = " ".join(chart.render().env())
+    assert "LOG" not in env and "TAIL" not in env
+
+
+@pytest.mark.parametrize("component", ["controller", "redis"])
+def test_pods_meet_pod_security_restricted(chart: Chart, component: str) -> None:
+    deployment = chart.render().one("Deployment", f"{RELEASE}-{component}")
+    spec = pod_spec(deployment)
+    pod = spec["securityContext"]
+    assert pod["runAsNonRoot"] is True
+    assert pod["runAsUser"] != 0
+    assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not {"hostNetwork", "hostPID", "hostIPC"} & set(spec)
+    for volume in spec["volumes"]:
+        assert set(volume) - {"name"} <= {"emptyDir", "secret", "configMap", "projected"}, volume
+    for container in spec["containers"]:
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["runAsNonRoot"] is True
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert sc.get("privileged") is not True
+        assert set(container["resources"]) == {"requests", "limits"}
+        assert {"cpu", "memory"} <= set(container["resources"]["limits"])
+    if component == "controller":
+        (mount,) = spec["containers"][0]["volumeMounts"]
+        assert mount == {"name": "tmp", "mountPath": "/tmp"}
+        assert spec["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+
+
+def test_bundled_redis(chart: Chart) -> None:
+    rendered = chart.render()
+    redis = pod_spec(rendered.one("Deployment", "rel-redis"))
+    (container,) = redis["containers"]
+    assert container["image"] == "redis:7-alpine"
+    assert container["command"] == ["redis-server"]
+    assert container["args"][container["args"].index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    assert redis["volumes"] == [{"name": "data", "emptyDir": {}}]
+    assert redis["automountServiceAccountToken"] is False
+    assert set(rendered.one("Secret", "rel-redis")["data"]) == {"password"}
+    service = rendered.one("Service", "rel-redis")
+    assert service["spec"]["ports"] == [
+        {"name": "redis", "port": 6379, "targetPort": "redis", "protocol": "TCP"}
+    ]
+
+
+def test_default_rbac_is_exactly_what_the_operator_uses(chart: Chart) -> None:
+    rendered = chart.render()
+    assert rules(rendered.one("Role", "rel-controller")) == WORKER_RULES
+    assert rules(rendered.one("Role", "rel-controller-leader")) == LEADER_RULES
+    assert rules(rendered.one("ClusterRole", "rel-ns-controller")) == CRD_RULES | NAMESPACE_RULES
+    subject = {"kind": "ServiceAccount", "name": "rel-controller", "namespace": NAMESPACE}
+    for kind, name, role in (
+        ("RoleBinding", "rel-controller", "Role"),
+        ("RoleBinding", "rel-controller-leader", "Role"),
+        ("ClusterRoleBinding", "rel-ns-controller", "ClusterRole"),
+    ):
+        binding = rendered.one(kind, name)
+        assert binding["subjects"] == [subject]
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": name}
+
+
+def test_pod_logs_false_drops_only_the_pods_log_rule(chart: Chart) -> None:
+    rendered = chart.render({"rbac": {"podLogs": False}})
+    granted = set().union(*(rules(r) for r in (*rendered.of("Role"), *rendered.of("ClusterRole"))))
+    assert not {rule for rule in granted if rule[1] == "pods/log"}
+    assert rules(rendered.one("Role", "rel-controller")) == WORKER_RULES - {("", "pods/log", "get", "*")}
+    assert "rbac.podLogs=false" in chart.notes({"rbac": {"podLogs": False}})
+
+
+def test_external_redis_with_secrets_and_tls(chart: Chart) -> None:
+    rendered = chart.render(EXTERNAL)
+    assert not {name for _, name in rendered.names() if name == "rel-redis"}
+    env = rendered.env()
+    assert env["AGENTIHOOKS_SWARM_REDIS_URL"]["valueFrom"] == {
+        "secretKeyRef": {"name": "redis-conn", "key": "url"}
+    }
+    assert env["AGENTIHOOKS_SWARM_REDIS_PASSWORD"]["valueFrom"] == {
+        "secretKeyRef": {"name": "redis-auth", "key": "secret"}
+    }
+    ca_file = env["AGENTIHOOKS_SWARM_REDIS_CA_FILE"]["value"]
+    assert ca_file == "/etc/agentihooks-swarm/redis-ca/ca.pem"
+    container = rendered.controller()
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["redis-ca"] == {
+        "name": "redis-ca",
+        "mountPath": "/etc/agentihooks-swarm/redis-ca",
+        "readOnly": True,
+    }
+    volumes = {v["name"]: v for v in pod_spec(rendered.one("Deployment", "rel-controller"))["volumes"]}
+    assert volumes["redis-ca"]["secret"] == {
+        "secretName": "redis-ca",
+        "items": [{"key": "ca.pem", "path": "ca.pem"}],
+    }
+
+
+def test_external_redis_url_value_without_password_or_tls(chart: Chart) -> None:
+    env = chart.render(
+        {"redis": {"mode": "external", "external": {"url": "rediss://redis.example:6380/2"}}}
+    ).env()
+    assert env["AGENTIHOOKS_SWARM_REDIS_URL"] == {
+        "name": "AGENTIHOOKS_SWARM_REDIS_URL",
+        "value": "rediss://redis.example:6380/2",
+    }
+    assert "AGENTIHOOKS_SWARM_REDIS_PASSWORD" not in env
+    assert "AGENTIHOOKS_SWARM_REDIS_CA_FILE" not in env
+
+
+def test_external_redis_needs_a_url(chart: Chart) -> None:
+    with pytest.raises(RenderError, match=r"redis.external.url or redis.external.urlSecret.name"):
+        chart.render({"redis": {"mode": "external"}})
+
+
+def test_two_replicas_share_one_peering(chart: Chart) -> None:
+    rendered = chart.render({"replicas": 2})
+    assert rendered.one("Deployment", "rel-controller")["spec"]["replicas"] == 2
+    assert "--peering=rel" in rendered.controller()["args"]
+    assert rendered.find("KopfPeering", "rel") is not None
+    assert rules(rendered.one("Role", "rel-controller")) == WORKER_RULES
+
+
+def test_peering_off_runs_standalone(chart: Chart) -> None:
+    rendered = chart.render({"peering": {"enabled": False}})
+    assert "--standalone" in rendered.controller()["args"]
+    assert not rendered.of("KopfPeering")
+    assert not {r for r in rules(rendered.one("Role", "rel-controller")) if r[0] == "kopf.dev"}
+
+
+def test_all_namespaces(chart: Chart) -> None:
+    rendered = chart.render({"watch": {"allNamespaces": True}})
+    assert rendered.controller()["args"][:3] == ["run", "--all-namespaces", "--peering=rel"]
+    assert "AGENTIHOOKS_SWARM_NAMESPACE" not in rendered.env()
+    assert rendered.find("Role", "rel-controller") is None
+    assert rendered.find("RoleBinding", "rel-controller") is None
+    assert rules(rendered.one("Role", "rel-controller-leader")) == LEADER_RULES
+    namespaced_peering = {r for r in WORKER_RULES if r[1] == "kopfpeerings"}
+    assert rules(rendered.one("ClusterRole", "rel-ns-controller")) == (
+        CRD_RULES | CLUSTER_PEERING_RULES | (WORKER_RULES - namespaced_peering)
+    )
+    assert rendered.one("ClusterKopfPeering", "rel")["apiVersion"] == "kopf.dev/v1"
+    assert not rendered.of("KopfPeering")
+
+
+def test_other_worker_namespace(chart: Chart) -> None:
+    rendered = chart.render({"watch": {"namespace": "workers"}})
+    assert "--namespace=workers" in rendered.controller()["args"]
+    assert rendered.env()["AGENTIHOOKS_SWARM_NAMESPACE"]["value"] == "workers"
+    assert rendered.env()["AGENTIHOOKS_SWARM_LEASE_NAMESPACE"]["value"] == NAMESPACE
+    for kind in ("Role", "RoleBinding"):
+        assert rendered.one(kind, "rel-controller")["metadata"]["namespace"] == "workers"
+        assert rendered.one(kind, "rel-controller-leader")["metadata"]["namespace"] == NAMESPACE
+    assert rendered.one("RoleBinding", "rel-controller")["subjects"][0]["namespace"] == NAMESPACE
+    assert rendered.one("KopfPeering", "rel")["metadata"]["namespace"] == "workers"
+
+
+def test_metrics_service_and_service_monitor(chart: Chart) -> None:
+    rendered = chart.render({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}})
+    service = rendered.one("Service", "rel-metrics")
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    pod_labels = rendered.one("Deployment", "rel-controller")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    monitor = rendered.one("ServiceMonitor", "rel-metrics")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
+    ]
+    assert not chart.render().of("ServiceMonitor")
+
+
+def test_metrics_port_zero_turns_metrics_off(chart: Chart) -> None:
+    rendered = chart.render({"metrics": {"port": 0, "serviceMonitor": {"enabled": True}}})
+    assert rendered.find("Service", "rel-metrics") is None
+    assert not rendered.of("ServiceMonitor")
+    assert {p["name"] for p in rendered.controller()["ports"]} == {"health"}
+    assert rendered.env()["AGENTIHOOKS_SWARM_METRICS_PORT"]["value"] == "0"
+
+
+def test_image_values(chart: Chart) -> None:
+    container = chart.render(
+        {"image": {"repository": "registry.local/swarm", "tag": "dev", "pullPolicy": "Always"}}
+    ).controller()
+    assert container["image"] == "registry.local/swarm:dev"
+    assert container["imagePullPolicy"] == "Always"
+
+
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        ({"replicas": "two"}, "/replicas"),
+        ({"replicas": -1}, "/replicas"),
+        ({"redis": {"mode": "other"}}, "/redis/mode"),
+        ({"rbac": {"podLogs": "yes"}}, "/rbac/podLogs"),
+        ({"metrics": {"port": 70000}}, "/metrics/port"),
+        ({"operator": {"apiTimeoutSeconds": "ten"}}, "/operator/apiTimeoutSeconds"),
+        ({"operator": {"logReads": 5}}, "/operator"),
+        ({"logReads": 5}, ""),
+        ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+        ({"watch": {"allNamespaces": "true"}}, "/watch/allNamespaces"),
+        ({"redis": {"external": {"url": "http://redis:6379"}}}, "/redis/external/url"),
+    ],
+)
+def test_schema_rejects_wrong_values(chart: Chart, values: dict[str, Any], where: str) -> None:
+    with pytest.raises(RenderError) as refused:
+        chart.render(values)
+    assert f"at '{where}" in str(refused.value)
+
+
+def test_notes_print_the_read_command(chart: Chart) -> None:
+    notes = chart.notes()
+    command = (
+        "kubectl exec deployment/rel-controller -c controller -- python -c 'import sys; "
+        "from agentihooks_swarm.store import connect; store = connect(); "
+        'print(store.redis.hget(store.key(sys.argv[1], "attempt-startup-diagnostics"), sys.argv[2]))'
+        "' SLUG EXECUTION"
+    )
+    assert command in notes
+    assert '"attempt-retained"' in notes and '"cleanup-journal"' in notes
+
+
+def test_crds_are_the_manifests_copies_plus_kopf_peering(chart: Chart) -> None:
+    check = subprocess.run(
+        [str(CHART_DIR / "hack" / "check-crds.sh")], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    crds = {o["metadata"]["name"]: o for o in chart.render(crds=True).of("CustomResourceDefinition")}
+    assert set(crds) == {
+        "executions.swarm.agentihooks.io",
+        "swarms.swarm.agentihooks.io",
+        "kopfpeerings.kopf.dev",
+        "clusterkopfpeerings.kopf.dev",
+    }
+    assert crds["kopfpeerings.kopf.dev"]["spec"]["scope"] == "Namespaced"
+    assert crds["clusterkopfpeerings.kopf.dev"]["spec"]["scope"] == "Cluster"
+    for name in ("kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"):
+        (version,) = crds[name]["spec"]["versions"]
+        assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
+
+
+def test_plain_rbac_manifests_grant_what_the_chart_grants(helm: Any, tmp_path: Any) -> None:
+    plain = {
+        (o["kind"], o["metadata"]["name"]): o
+        for path in sorted((REPO_ROOT / "manifests" / "rbac").glob("*.yaml"))
+        for o in yaml.safe_load_all(path.read_text())
+        if o
+    }
+    assert set(plain) == {
+        (kind, "agentihooks-swarm-controller")
+        for kind in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    }
+    done = subprocess.run(
+        [str(helm), "template", "agentihooks-swarm", str(CHART_DIR), "--namespace", "agentihooks-swarm"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rendered = [o for o in yaml.safe_load_all(done.stdout) if o]
+    chart_roles = set().union(*(rules(o) for o in rendered if o["kind"] == "Role"))
+    chart_cluster = set().union(*(rules(o) for o in rendered if o["kind"] == "ClusterRole"))
+    assert rules(plain[("Role", "agentihooks-swarm-controller")]) == chart_roles
+    assert rules(plain[("ClusterRole", "agentihooks-swarm-controller")]) == chart_cluster
+    # The lease name the plain Role allows is the operator's default.
+    assert settings.Settings().lease_name == "agentihooks-swarm-controller"
+    subject = [
+        {"kind": "ServiceAccount", "name": "agentihooks-swarm-controller", "namespace": "agentihooks-swarm"}
+    ]
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        assert plain[(kind, "agentihooks-swarm-controller")]["subjects"] == subject
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert plain[(kind, "agentihooks-swarm-controller")]["metadata"]["namespace"] == "agentihooks-swarm"

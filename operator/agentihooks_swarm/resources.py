@@ -8,6 +8,7 @@ The CRDs in ``manifests/crds/`` validate what the API server can; these models c
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 import pydantic
@@ -63,13 +64,18 @@ def _explain(e: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _plain(spec: Any) -> dict[str, Any]:
+    # kopf hands specs over as read-only Mapping views; anything else is not a spec at all.
+    return {str(k): v for k, v in spec.items()} if isinstance(spec, Mapping) else {}
+
+
 def parse_swarm(*, name: str, spec: Any) -> SwarmSpec:
     if not _SLUG.match(name):
         raise errors.InvalidResource(
             f"Swarm name {name!r} is not a usable slug: use 1-45 lowercase letters, digits and '-'"
         )
     try:
-        return SwarmSpec.model_validate(spec if isinstance(spec, dict) else {})
+        return SwarmSpec.model_validate(_plain(spec))
     except pydantic.ValidationError as e:
         raise errors.InvalidResource(f"Swarm {name}: {_explain(e)}") from e
 
@@ -81,6 +87,6 @@ def parse_execution(*, name: str, spec: Any) -> ExecutionSpec:
             "digits and '-', starting with a letter"
         )
     try:
-        return ExecutionSpec.model_validate(spec if isinstance(spec, dict) else {})
+        return ExecutionSpec.model_validate(_plain(spec))
     except pydantic.ValidationError as e:
         raise errors.InvalidResource(f"Execution {name}: {_explain(e)}") from e

@@ -1,0 +1,71 @@
+"""Polling helpers for tests that watch the operator work."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from kubernetes_asyncio import client
+
+from tests.support.operator_process import OperatorProcess
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    what: str,
+    timeout: float = 30.0,
+    operator: OperatorProcess | None = None,
+) -> T:
+    """Poll ``probe`` until it returns something other than None/False."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if value is not None and value is not False:
+            return value
+        if operator is not None and not operator.running:
+            raise AssertionError(f"the operator died while waiting for {what}:\n{operator.tail()}")
+        if time.monotonic() > deadline:
+            tail = f"\n{operator.tail()}" if operator is not None else ""
+            raise TimeoutError(f"{what}: not within {timeout}s{tail}")
+        await asyncio.sleep(0.1)
+
+
+async def execution(api: client.ApiClient, *, namespace: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", namespace, "executions", name
+    )
+    return found
+
+
+async def create(api: client.ApiClient, body: dict[str, Any]) -> None:
+    plural = {"Swarm": "swarms", "Execution": "executions"}[body["kind"]]
+    await client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", body["metadata"]["namespace"], plural, body
+    )
+
+
+async def events_for(api: client.ApiClient, *, namespace: str, name: str) -> list[tuple[str, str, str]]:
+    listed = await client.CoreV1Api(api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}"
+    )
+    return [(e.type, e.reason, e.message) for e in listed.items]
+
+
+async def pod_exists(api: client.ApiClient, *, namespace: str, name: str) -> bool:
+    try:
+        await client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    except client.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+def loads(raw: str | bytes | None) -> Any:
+    return None if raw is None else json.loads(raw)

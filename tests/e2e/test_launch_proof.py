@@ -1,0 +1,153 @@
+"""The spec's proof, with the operator running: a refused worker's evidence outlives its Pod."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+from kubernetes_asyncio import client
+
+from agentihooks_swarm.kubernetes import labels
+from tests.e2e import helpers
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+
+PLANTED = b"worker startup refused: planted kind refusal\n"
+
+#: The spec's first read command, with this package's module path.
+READ_STARTUP = """
+import sys
+from agentihooks_swarm.store import connect
+store = connect()
+print(store.redis.hget(store.key(sys.argv[1], "attempt-startup-diagnostics"), sys.argv[2]))
+"""
+
+
+async def test_refused_worker_evidence_outlives_the_pod(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    slug, execution = "proof", "refused-1"
+    pod_name = labels.worker_pod_name(execution=execution, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
+    )
+    planted = pods.worker_pod(
+        name=pod_name,
+        namespace=namespace,
+        phase="Failed",
+        exit_code=78,
+        reason="Error",
+        labels=labels.attempt(slug=slug, execution=execution, generation=1),
+    )
+    await client.CoreV1Api(admin_api).create_namespaced_pod(namespace, planted)
+    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod_name, phase="Failed")
+
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=slug, namespace=namespace, projects=["registered"]))
+    await helpers.create(
+        admin_api,
+        builders.execution(
+            name=execution, namespace=namespace, swarm=slug, project="outside-the-registration"
+        ),
+    )
+
+    async def refused() -> dict[str, object] | None:
+        status = (await helpers.execution(admin_api, namespace=namespace, name=execution)).get("status") or {}
+        return status if status.get("hand") else None
+
+    status = await helpers.eventually(refused, what="the hand result", operator=process)
+    assert status["hand"] == {"handed": False, "reason": "project_unpermitted", "removed": True}
+    assert status["phase"] in ("Refused", "Done")
+    await helpers.eventually(
+        lambda: _absent(admin_api, namespace, pod_name), what="the refused pod to be gone", operator=process
+    )
+
+    read = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", READ_STARTUP, slug, execution],
+        env={"AGENTIHOOKS_SWARM_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    record = json.loads(read.stdout)
+    startup = record["startup"]
+    assert startup["phase"] == "Failed"
+    [container] = startup["containers"]
+    assert container["terminated"]["exitCode"] == 78
+    assert container["terminated"]["reason"] == "Error"
+    assert container["log"].endswith(" worker startup refused: planted kind refusal\n")
+    assert record["labels"] == labels.attempt(slug=slug, execution=execution, generation=1)
+
+    pretty = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentihooks_swarm", "records", "startup", slug, execution],
+        env={"AGENTIHOOKS_SWARM_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(pretty.stdout) == record
+    assert pretty.stdout.startswith("{\n  ")
+
+    seen = await helpers.eventually(
+        lambda: _reasons(admin_api, namespace, execution, "StartupRefused"), what="a StartupRefused event"
+    )
+    assert any("exited 78 (Error)" in message and "planted kind refusal" in message for message in seen)
+
+
+async def test_records_command_says_when_there_is_no_record(redis_url: str) -> None:
+    missing = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentihooks_swarm", "records", "startup", "proof", "never-ran"],
+        env={"AGENTIHOOKS_SWARM_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 1
+    assert "No launch removal's capture for execution 'never-ran' of swarm 'proof'" in missing.stderr
+
+
+async def test_invalid_executions_get_a_condition_not_a_crash_loop(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+) -> None:
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    long_name = "a" * 41
+    await helpers.create(admin_api, builders.execution(name=long_name, namespace=namespace, swarm="x"))
+    await helpers.create(
+        admin_api, builders.execution(name="orphan", namespace=namespace, swarm="no-such-swarm")
+    )
+
+    async def condition(name: str, type_: str) -> dict[str, str] | None:
+        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+
+    invalid = await helpers.eventually(
+        lambda: condition(long_name, "Invalid"), what="Invalid", operator=process
+    )
+    assert "cannot name its worker objects" in invalid["message"]
+    missing = await helpers.eventually(
+        lambda: condition("orphan", "SwarmFound"), what="SwarmFound", operator=process
+    )
+    assert (missing["status"], missing["reason"]) == ("False", "SwarmNotFound")
+    assert "does not exist" in missing["message"]
+    assert process.running
+
+
+async def _absent(api: client.ApiClient, namespace: str, name: str) -> bool:
+    return not await helpers.pod_exists(api, namespace=namespace, name=name)
+
+
+async def _reasons(api: client.ApiClient, namespace: str, name: str, reason: str) -> list[str] | None:
+    found = [m for _, r, m in await helpers.events_for(api, namespace=namespace, name=name) if r == reason]
+    return found or None

@@ -923,7 +923,13 @@ class FaultProxy:
             elif request.method != "HEAD" and upstream.status not in (204, 304):
                 response.enable_chunked_encoding()
             await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+            except aiohttp.ClientPayloadError:
+                # The upstream broke off mid-body: break the client's connection the same way.
+                if request.transport is not None:
+                    request.transport.abort()
+                return response
             await response.write_eof()
             return response

@@ -70,8 +70,20 @@ async def _start_upstream() -> tuple[Upstream, web.AppRunner]:
         upstream.stream_finished.set()
         return response
 
+    async def cut(request: web.Request) -> web.StreamResponse:
+        await record(request)
+        response = web.StreamResponse(status=200)
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(b'{"type":"ADDED"}\n')
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.abort()  # the upstream dies mid-watch
+        return response
+
     app = web.Application()
     app.router.add_route("GET", "/stream", stream)
+    app.router.add_route("GET", "/cut", cut)
     app.router.add_route("*", "/{tail:.*}", echo)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
@@ -380,6 +392,16 @@ async def test_streaming_passes_chunks_before_upstream_finishes(
         assert await asyncio.wait_for(response.content.read(), timeout=5) == b""
     assert upstream.stream_finished.is_set()
     assert proxy.calls() == [Call("GET", "/stream", "watch=true")]
+
+
+async def test_upstream_breaking_off_mid_stream_breaks_the_client_stream(
+    proxy: FaultProxy, client: aiohttp.ClientSession
+) -> None:
+    async with client.get(f"{proxy.url}/cut?watch=true") as response:
+        assert response.status == 200
+        assert await asyncio.wait_for(response.content.readline(), timeout=5) == b'{"type":"ADDED"}\n'
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await asyncio.wait_for(response.content.read(), timeout=5)
 
 
 async def test_stop_cuts_open_streams(upstream: Upstream, client: aiohttp.ClientSession) -> None:

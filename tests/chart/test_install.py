@@ -1,0 +1,121 @@
+"""`helm install` of the chart into a namespace that enforces Pod Security `restricted`, on the
+local control plane (tests/support/cluster.py): server-side apply, strict server-side field
+validation of every rendered object, and the controller's Pods admitted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chart.conftest import CHART_DIR
+from tests.support.cluster import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+RELEASE = "swarm"
+
+
+def _run(
+    argv: list[str], *, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        argv, input=stdin, capture_output=True, text=True, env=env, check=False, timeout=180
+    )
+    assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def _get(plane: ControlPlane, path: str) -> dict[str, Any]:
+    return plane.request_json("GET", path)
+
+
+@pytest.mark.pod_security("restricted")
+def test_helm_install_into_a_restricted_namespace(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    helm, kubectl = str(control_plane.bin_dir / "helm"), str(control_plane.bin_dir / "kubectl")
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        **{f"HELM_{part}_HOME": str(tmp_path / part.lower()) for part in ("CACHE", "CONFIG", "DATA")},
+    }
+    installed = _run(
+        [helm, "install", RELEASE, str(CHART_DIR), "--namespace", namespace, "--server-side=true"],
+        env=env,
+    )
+    try:
+        assert "PodSecurity" not in installed.stderr, installed.stderr
+
+        # Every rendered object passes the API server's strict field validation.
+        rendered = _run([helm, "template", RELEASE, str(CHART_DIR), "--namespace", namespace], env=env)
+        validated = _run(
+            [
+                kubectl,
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--dry-run=server",
+                "--validate=strict",
+                "--field-manager=chart-test",
+                "-f",
+                "-",
+            ],
+            env=env,
+            stdin=rendered.stdout,
+        )
+        assert "Warning" not in validated.stderr, validated.stderr
+
+        crds = {
+            item["metadata"]["name"]
+            for item in _get(control_plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")[
+                "items"
+            ]
+        }
+        assert {
+            "executions.swarm.agentihooks.io",
+            "swarms.swarm.agentihooks.io",
+            "kopfpeerings.kopf.dev",
+            "clusterkopfpeerings.kopf.dev",
+        } <= crds
+
+        deployment = _get(
+            control_plane, f"/apis/apps/v1/namespaces/{namespace}/deployments/{RELEASE}-controller"
+        )
+        containers = deployment["spec"]["template"]["spec"]["containers"]
+        assert [c["name"] for c in containers] == ["controller"]
+
+        role = _get(
+            control_plane,
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/{RELEASE}-controller",
+        )
+        assert {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]} in role["rules"]
+        _get(control_plane, f"/apis/kopf.dev/v1/namespaces/{namespace}/kopfpeerings/{RELEASE}")
+
+        # Pod Security `restricted` admits the Pods of both Deployments.
+        for component in ("controller", "redis"):
+            selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
+            deadline = time.monotonic() + 60
+            while not _get(control_plane, f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")[
+                "items"
+            ]:
+                sets = _get(
+                    control_plane,
+                    f"/apis/apps/v1/namespaces/{namespace}/replicasets?labelSelector={selector}",
+                )["items"]
+                failures = [
+                    c["message"]
+                    for rs in sets
+                    for c in (rs.get("status") or {}).get("conditions") or []
+                    if c["type"] == "ReplicaFailure"
+                ]
+                assert not failures, failures
+                assert time.monotonic() < deadline, f"no {component} Pod after 60s"
+                time.sleep(0.5)
+    finally:
+        _run([helm, "uninstall", RELEASE, "--namespace", namespace, "--wait=hookOnly"], env=env)

@@ -1,0 +1,353 @@
+"""Final attempt cleanup, one pass at a time, on the real API server (through the fault proxy)
+and the real Redis: capture once, log_reads, every outcome, the retained move, the guard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import cleanup, events, launch, leadership, records, store as store_
+from agentihooks_swarm.kubernetes import labels
+from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
+from tests.support import pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.proxy import FaultProxy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
+    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
+
+
+def final_for(
+    attempt: launch.Attempt, state: records.FinalState = records.FinalState.FAILED
+) -> records.FinalRecord:
+    return records.FinalRecord(
+        execution=attempt.execution,
+        generation=attempt.generation,
+        state=state,
+        transcript_end=0,
+        outcome="attempt-outcomes",
+        at="2026-11-29T00:00:00Z",
+    )
+
+
+async def run_pass(
+    runtime: launch.Runtime,
+    store: store_.AsyncStore,
+    attempt: launch.Attempt,
+    *,
+    guard: cleanup.Guard | None = None,
+    notify: events.Collected | None = None,
+) -> records.Retained:
+    return await cleanup.run(
+        runtime=runtime,
+        store=store,
+        guard=guard or cleanup.Unguarded(),
+        attempt=attempt,
+        final=final_for(attempt),
+        watermark=0,
+        archived=True,
+        notify=notify or events.Collected(),
+    )
+
+
+async def journal_of(store: store_.AsyncStore, attempt: launch.Attempt) -> dict[str, Any] | None:
+    raw = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
+    return None if raw is None else json.loads(raw)
+
+
+async def retained_of(store: store_.AsyncStore, attempt: launch.Attempt) -> dict[str, Any]:
+    raw = await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution)
+    assert raw is not None
+    found: dict[str, Any] = json.loads(raw)
+    return found
+
+
+async def gone(api: client.ApiClient, namespace: str, name: str) -> None:
+    core = client.CoreV1Api(api)
+    await pods.wait_for_absent(read=lambda: core.read_namespaced_pod(name, namespace), what=name)
+
+
+async def test_failed_worker_is_captured_once_deleted_and_retained(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    attempt = attempt_for(namespace)
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
+    notify = events.Collected()
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        retained = await run_pass(runtime, store, attempt, notify=notify)
+    await gone(admin_api, namespace, attempt.pod_name)
+    assert fault_proxy.count(path=r".*/log$") == 1
+    assert fault_proxy.count(method="DELETE") == 1
+    assert await journal_of(store, attempt) is None
+    kept = await retained_of(store, attempt)
+    assert set(kept) == {"execution", "final", "watermark", "archived", "removed"}
+    assert kept["final"]["state"] == "failed"
+    [entry] = kept["removed"]["pods"]
+    assert set(entry) == {"name", "uid", "outcome", "startup"}
+    assert (entry["name"], entry["uid"], entry["outcome"]) == (
+        attempt.pod_name,
+        pod["metadata"]["uid"],
+        "deleted",
+    )
+    [container] = entry["startup"]["containers"]
+    assert container["terminated"]["exitCode"] == 78
+    assert container["log"].endswith(PLANTED.decode())
+    assert retained.removed.pods[0].outcome == "deleted"
+    assert [e[1] for e in notify.items] == ["CleanupFinished"]
+
+
+async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    """Real RBAC without pods/log: the spec's Configuration section, pass by pass."""
+    attempt = attempt_for(namespace)
+    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    await client.CoreV1Api(admin_api).create_namespaced_service_account(
+        namespace, {"metadata": {"name": "op"}}
+    )
+    await rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "op"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]},
+            ],
+        },
+    )
+    await rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "op"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"},
+            "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": namespace}],
+        },
+    )
+    kubeconfig = control_plane.service_account_kubeconfig(
+        namespace=namespace, name="op", path=tmp_path / "sa"
+    )
+    notify = events.Collected()
+    async with runtime_for(kubeconfig) as runtime:
+        for expected in (1, 2):
+            with pytest.raises(cleanup.PassFailed, match=f"log read {expected} of 3"):
+                await run_pass(runtime, store, attempt, notify=notify)
+            journal = await journal_of(store, attempt)
+            assert journal is not None
+            [pinned] = journal["pinned"]["pods"]
+            assert pinned["log_reads"] == expected
+            assert "startup" not in pinned and "sent" not in pinned
+            assert await _exists(admin_api, namespace, attempt.pod_name)
+        await run_pass(runtime, store, attempt, notify=notify)
+        degraded = runtime.metrics.captures.labels(path="cleanup", result="degraded")._value.get()
+    await gone(admin_api, namespace, attempt.pod_name)
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert (entry["outcome"], entry["log_reads"]) == ("deleted", 3)
+    [container] = entry["startup"]["containers"]
+    assert set(container) == {"name", "terminated"}
+    assert (container["terminated"]["exitCode"], container["terminated"]["reason"]) == (78, "Error")
+    assert degraded == 1
+    assert [e[1] for e in notify.items] == ["LogsLost", "CleanupFinished"]
+    assert "logs lost, exit reasons kept" in notify.items[0][2]
+
+
+@pytest.mark.parametrize("fault", ["429", "503", "timeout"])
+async def test_log_read_faults_count_and_a_later_success_keeps_the_full_capture(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+    fault: str,
+) -> None:
+    attempt = attempt_for(namespace)
+    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    if fault == "timeout":
+        fault_proxy.hang(path=r".*/log$", times=1)
+    else:
+        fault_proxy.fail(status=int(fault), path=r".*/log$", times=1)
+    async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
+        with pytest.raises(cleanup.PassFailed, match="log read 1 of 3"):
+            await run_pass(runtime, store, attempt)
+        await run_pass(runtime, store, attempt)
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert entry["log_reads"] == 1
+    assert entry["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
+
+
+async def test_a_restarted_pass_reuses_the_saved_capture(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    attempt = attempt_for(namespace)
+    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    fault_proxy.fail(status=500, method="DELETE", path=r".*/pods/.*", times=1)
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        with pytest.raises(Exception, match="500"):
+            await run_pass(runtime, store, attempt)
+        journal = await journal_of(store, attempt)
+        assert journal is not None
+        [pinned] = journal["pinned"]["pods"]
+        assert pinned["sent"] is True
+        assert pinned["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
+        await run_pass(runtime, store, attempt)
+    assert fault_proxy.count(path=r".*/log$") == 1
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert entry["outcome"] == "deleted" and "log_reads" not in entry
+
+
+async def test_outcomes_absent_replaced_unselected_and_services(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    core = client.CoreV1Api(admin_api)
+    absent = attempt_for(namespace, execution="absent")
+    replaced = attempt_for(namespace, execution="replaced")
+    unselected = attempt_for(namespace, execution="unselected")
+    for attempt in (absent, replaced, unselected):
+        await plant_pod(admin_api, control_plane, attempt=attempt, phase="Running", log=None)
+    await core.create_namespaced_service(
+        namespace,
+        {
+            "metadata": {"name": "swarm-terminal-absent-1", "labels": absent.labels},
+            "spec": {"selector": absent.labels, "ports": [{"port": 7681}]},
+        },
+    )
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        pinned = {
+            a.execution: await cleanup.pin(runtime=runtime, store=store, guard=cleanup.Unguarded(), attempt=a)
+            for a in (absent, replaced, unselected)
+        }
+        assert [p.name for p in pinned["absent"].pinned.services] == ["swarm-terminal-absent-1"]
+        await core.delete_namespaced_pod(absent.pod_name, namespace, grace_period_seconds=0)
+        await gone(admin_api, namespace, absent.pod_name)
+        await core.delete_namespaced_pod(replaced.pod_name, namespace, grace_period_seconds=0)
+        await gone(admin_api, namespace, replaced.pod_name)
+        await plant_pod(admin_api, control_plane, attempt=replaced, phase="Running", log=None)
+        await core.patch_namespaced_pod(
+            unselected.pod_name, namespace, {"metadata": {"labels": {labels.EXECUTION: "someone-else"}}}
+        )
+        # Objects created after pinning are not added.
+        await core.create_namespaced_pod(
+            namespace, pods.worker_pod(name="late-comer", namespace=namespace, labels=absent.labels)
+        )
+        fault_proxy.reset_counts()
+        for attempt in (absent, replaced, unselected):
+            await run_pass(runtime, store, attempt)
+    outcomes = {a.execution: (await retained_of(store, a))["removed"] for a in (absent, replaced, unselected)}
+    assert [p["outcome"] for p in outcomes["absent"]["pods"]] == ["absent"]
+    assert [(s["name"], s["outcome"]) for s in outcomes["absent"]["services"]] == [
+        ("swarm-terminal-absent-1", "deleted")
+    ]
+    assert [p["outcome"] for p in outcomes["replaced"]["pods"]] == ["replaced"]
+    assert [p["outcome"] for p in outcomes["unselected"]["pods"]] == ["unselected"]
+    assert [c.path for c in fault_proxy.calls() if c.method == "DELETE"] == [
+        f"/api/v1/namespaces/{namespace}/services/swarm-terminal-absent-1"
+    ]
+    assert await _exists(admin_api, namespace, replaced.pod_name)
+    assert await _exists(admin_api, namespace, unselected.pod_name)
+    assert await _exists(admin_api, namespace, "late-comer")
+
+
+async def test_delete_that_reached_the_server_is_absent_after_send_on_the_next_pass(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    attempt = attempt_for(namespace)
+    await plant_pod(admin_api, control_plane, attempt=attempt, phase="Running", log=None)
+    # The delete reaches the API server; its answer comes after the client gave up.
+    fault_proxy.delay(seconds=3, method="DELETE", path=r".*/pods/.*", times=1, after_forward=True)
+    async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
+        with pytest.raises(TimeoutError):
+            await run_pass(runtime, store, attempt)
+        await gone(admin_api, namespace, attempt.pod_name)
+        await run_pass(runtime, store, attempt)
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert entry["outcome"] == "absent_after_send"
+    assert fault_proxy.count(method="DELETE") == 1
+
+
+class LosesLeadership:
+    """A guard that stops holding the lease before the named step, as a replica would."""
+
+    def __init__(self, *, before: str) -> None:
+        self.before = before
+        self.lost = False
+
+    def check(self, *, before: str) -> None:
+        if self.lost or before.startswith(self.before):
+            self.lost = True
+            raise leadership.NotLeader(f"lost the lease before {before}")
+
+
+@pytest.mark.parametrize("step", ["deleting pod", "saving the capture", "moving the journal"])
+async def test_a_replica_that_loses_the_lease_stops_before_its_next_write_or_delete(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+    step: str,
+) -> None:
+    attempt = attempt_for(namespace)
+    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        with pytest.raises(leadership.NotLeader):
+            await run_pass(runtime, store, attempt, guard=LosesLeadership(before=step))
+        if step != "moving the journal":
+            assert fault_proxy.count(method="DELETE") == 0
+            assert await _exists(admin_api, namespace, attempt.pod_name)
+        assert await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution) is None
+        await run_pass(runtime, store, attempt)  # The new leader finishes the same journal.
+    assert fault_proxy.count(method="DELETE") == 1
+    assert fault_proxy.count(path=r".*/log$") == (2 if step == "saving the capture" else 1)
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert entry["outcome"] == "deleted"
+
+
+async def _exists(api: client.ApiClient, namespace: str, name: str) -> bool:
+    try:
+        await client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    except client.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True

@@ -20,7 +20,9 @@ TERMINATED_78 = {
 }
 
 
-def pod(*, phase: str = "Running", init: list[Any] | None = None, main: list[Any] | None = None) -> dict[str, Any]:
+def pod(
+    *, phase: str = "Running", init: list[Any] | None = None, main: list[Any] | None = None
+) -> dict[str, Any]:
     status: dict[str, Any] = {"phase": phase}
     if init is not None:
         status["initContainerStatuses"] = init
@@ -87,7 +89,11 @@ async def test_capture_keeps_the_full_terminated_state_and_log_per_container() -
         "reason": "Evicted",
         "containers": [
             {"name": "init", "terminated": {"exitCode": 0, "reason": "Completed"}, "log": "init ok\n"},
-            {"name": "worker", "terminated": TERMINATED_78, "log": "worker startup refused: planted kind refusal\n"},
+            {
+                "name": "worker",
+                "terminated": TERMINATED_78,
+                "log": "worker startup refused: planted kind refusal\n",
+            },
         ],
     }
     assert reader.calls == ["init", "worker"]
@@ -96,8 +102,9 @@ async def test_capture_keeps_the_full_terminated_state_and_log_per_container() -
 
 async def test_capture_without_logs_has_no_log_field() -> None:
     reader = Logs({})
-    capture = await diagnostics.startup(pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), reader,
-                                        read_logs=False)
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), reader, read_logs=False
+    )
     assert capture is not None
     dumped = records.dump(capture)
     assert '"log"' not in dumped
@@ -111,7 +118,9 @@ async def test_capture_without_logs_has_no_log_field() -> None:
 )
 async def test_log_read_errors_propagate(error: Exception) -> None:
     with pytest.raises(type(error)):
-        await diagnostics.startup(pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), Logs({}, error=error))
+        await diagnostics.startup(
+            pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), Logs({}, error=error)
+        )
 
 
 def test_error_tree_matches_the_spec() -> None:

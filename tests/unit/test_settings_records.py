@@ -20,7 +20,11 @@ def test_settings_from_env_reads_prefixed_variables() -> None:
         }
     )
     assert (loaded.redis_url, loaded.redis_password, loaded.metrics_port, loaded.key_prefix) == (
-        "rediss://redis:6380/2", "s3cret", 0, "prod")
+        "rediss://redis:6380/2",
+        "s3cret",
+        0,
+        "prod",
+    )
 
 
 def test_settings_reject_bad_values() -> None:
@@ -34,7 +38,10 @@ def test_settings_have_no_log_limits() -> None:
 
 
 def test_keys_of_one_slug_share_a_cluster_hash_tag() -> None:
-    assert store.key("agentihooks-swarm", "demo", "attempt-retained") == "agentihooks-swarm:{demo}:attempt-retained"
+    assert (
+        store.key("agentihooks-swarm", "demo", "attempt-retained")
+        == "agentihooks-swarm:{demo}:attempt-retained"
+    )
 
 
 def test_startup_record_round_trips_and_leaves_out_absent_fields() -> None:

@@ -536,11 +536,26 @@ def start(*, workdir: Path, bin_dir: Path, timeout: float = 120.0, detached: boo
     """Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
 
     Returns once /readyz is ok, the fake Node is Ready and untainted, the scheduler is healthy and
-    the ``default`` ServiceAccount of namespace ``default`` exists and gets tokens.
+    the ``default`` ServiceAccount of namespace ``default`` exists and gets tokens. A port taken
+    by someone else between choosing and binding it costs a retry with fresh ports.
     """
     workdir = workdir.resolve()
     bin_dir = bin_dir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    attempts = 3
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_once(workdir=workdir, bin_dir=bin_dir, deadline=deadline, detached=detached)
+        except ClusterError as error:
+            if attempt == attempts or "address already in use" not in str(error):
+                raise
+            shutil.rmtree(workdir / "etcd", ignore_errors=True)
+            (workdir / "log").rename(workdir / f"log.failed-{attempt}")
+    raise AssertionError("unreachable")
+
+
+def _start_once(*, workdir: Path, bin_dir: Path, deadline: float, detached: bool) -> ControlPlane:
     pki = workdir / "pki"
     _make_pki(pki)
     admin_token = secrets.token_hex(24)
@@ -579,7 +594,7 @@ def start(*, workdir: Path, bin_dir: Path, timeout: float = 120.0, detached: boo
         detached=detached,
     )
     _LIVE[id(plane)] = plane
-    starter = _Starter(plane, deadline=time.monotonic() + timeout)
+    starter = _Starter(plane, deadline=deadline)
     try:
         _start_processes(
             starter,
@@ -645,6 +660,26 @@ def _start_processes(starter: _Starter, *, pki: Path, ports: Mapping[str, int]) 
     )
     starter.wait("kube-apiserver /readyz", lambda: _api_ok(plane, "/readyz"))
 
+    for crd in yaml.safe_load_all((KWOK_DIR / "crds.yaml").read_text()):
+        _create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    _create(
+        plane,
+        "/api/v1/nodes",
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": plane.node_name,
+                "labels": {
+                    "kubernetes.io/hostname": plane.node_name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                },
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            },
+        },
+    )
     kubeconfig = str(plane.kubeconfig)
     starter.spawn(
         "kube-controller-manager",
@@ -676,27 +711,11 @@ def _start_processes(starter: _Starter, *, pki: Path, ports: Mapping[str, int]) 
         ],
     )
 
-    for crd in yaml.safe_load_all((KWOK_DIR / "crds.yaml").read_text()):
-        _create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-    _create(
-        plane,
-        "/api/v1/nodes",
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": plane.node_name,
-                "labels": {
-                    "kubernetes.io/hostname": plane.node_name,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                    "type": "kwok",
-                },
-                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            },
-        },
-    )
     starter.wait("the kwok Logs CRD to be established", lambda: _crd_established(plane, "logs.kwok.x-k8s.io"))
+    # A fresh CRD answers 429 until its storage is ready; kwok's informer would back off on that.
+    starter.wait(
+        "the kwok Logs API to list", lambda: _api_ok(plane, "/apis/kwok.x-k8s.io/v1alpha1/logs", expect=None)
+    )
 
     kwok_config = _write_kwok_config(plane, pki=pki, port=ports["kwok"])
     starter.spawn(
@@ -714,6 +733,20 @@ def _start_processes(starter: _Starter, *, pki: Path, ports: Mapping[str, int]) 
         lambda: _api_ok(plane, "/api/v1/namespaces/default/serviceaccounts/default", expect=None),
     )
     starter.wait("a TokenRequest for default/default", lambda: _token_request_ok(plane))
+    # kwok's Logs informer is asynchronous: wait until a planted log is served.
+    readiness = plane.pod_logs_dir / "readiness.log"
+    readiness.write_bytes(b"2000-01-01T00:00:00.000000000Z stdout F ready\n")
+    _create(
+        plane,
+        "/apis/kwok.x-k8s.io/v1alpha1/namespaces/kube-system/logs",
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {"name": "kwok-logs-readiness", "namespace": "kube-system"},
+            "spec": {"logs": [{"logsFile": str(readiness)}]},
+        },
+    )
+    starter.wait("kwok to serve planted logs", lambda: _kwok_serves(plane, b"ready\n"))
 
 
 def _write_kwok_config(plane: ControlPlane, *, pki: Path, port: int) -> Path:
@@ -814,6 +847,11 @@ def _node_ready(plane: ControlPlane, kwok_port: int) -> bool | None:
     port = status.get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port")
     tainted = any(t["key"] == "node.kubernetes.io/not-ready" for t in node["spec"].get("taints", []))
     return True if ready and port == kwok_port and not tainted else None
+
+
+def _kwok_serves(plane: ControlPlane, content: bytes) -> bool | None:
+    status, body = plane.kwok_get("/containerLogs/kube-system/kwok-logs-readiness/probe", timeout=2)
+    return True if (status, body) == (200, content) else None
 
 
 def _token_request_ok(plane: ControlPlane) -> bool | None:

@@ -229,7 +229,7 @@ def plant_log_blocking(
     content: bytes,
     stream: Literal["stdout", "stderr"] = "stdout",
     first_timestamp: datetime | None = None,
-    timeout: float = 10.0,
+    timeout: float = 30.0,
 ) -> Path:
     """Blocking form of ``plant_log``."""
     path = _logs_path(cluster, namespace=namespace, pod=pod, container=container)
@@ -259,7 +259,7 @@ async def plant_log(
     content: bytes,
     stream: Literal["stdout", "stderr"] = "stdout",
     first_timestamp: datetime | None = None,
-    timeout: float = 10.0,
+    timeout: float = 30.0,
 ) -> Path:
     """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` (raw bytes).
 

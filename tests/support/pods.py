@@ -57,6 +57,11 @@ with the kubelet's own CRI log reader, k8s.io/cri-client ``ReadLogs``):
   the middle. When the tail is larger than the byte limit, the NEWEST lines are the ones lost.
 * Bytes are returned raw: invalid UTF-8 comes back unchanged (no replacement) with
   ``Content-Type: text/plain``; decoding is the client's business.
+* A last line without a newline comes back without one.
+
+Where kwok differs from a kubelet: it serves a container's log whatever the container's state
+(a kubelet answers 400 "waiting to start" for a container that never started, kwok answers the
+planted or empty log), and it ignores ``previous``/``sinceSeconds`` beyond the file's timestamps.
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ with the kubelet's own CRI log reader, k8s.io/cri-client ``ReadLogs``):
 
 Where kwok differs from a kubelet: it serves a container's log whatever the container's state
 (a kubelet answers 400 "waiting to start" for a container that never started, kwok answers the
-planted or empty log), and it ignores ``previous``/``sinceSeconds`` beyond the file's timestamps.
+planted or empty log); ``previous=true`` is refused (no previous log is planted); ``sinceTime``
+and ``sinceSeconds`` filter on the planted timestamps (``plant_log(first_timestamp=...)``).
 """
 
 from __future__ import annotations

@@ -22,11 +22,13 @@ class KopfEvents:
     def __init__(self, *, body: Any) -> None:
         self._body = body
 
+    # kopf.event, not kopf.info/warn: those obey the posting level, which the operator raises to
+    # keep kopf's own handler chatter out of `kubectl describe`; ours must always be posted.
     def normal(self, *, reason: str, message: str) -> None:
-        kopf.info(self._body, reason=reason, message=message)
+        kopf.event(self._body, type="Normal", reason=reason, message=message)
 
     def warning(self, *, reason: str, message: str) -> None:
-        kopf.warn(self._body, reason=reason, message=message)
+        kopf.event(self._body, type="Warning", reason=reason, message=message)
 
 
 class Collected:

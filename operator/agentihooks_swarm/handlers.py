@@ -50,8 +50,18 @@ def _condition(*, type_: str, status: bool, reason: str, message: str) -> dict[s
 
 
 def _set_condition(patch: kopf.Patch, current: Any, condition: dict[str, Any]) -> None:
-    existing = [c for c in (current or []) if isinstance(c, dict) and c.get("type") != condition["type"]]
-    patch.status["conditions"] = [*existing, condition]
+    """Set one condition, keeping the others; an unchanged condition is not written again."""
+    base = [c for c in (patch.status.get("conditions", current) or []) if isinstance(c, dict)]
+    same = next((c for c in base if c.get("type") == condition["type"]), None)
+    if same is not None and all(same.get(k) == condition[k] for k in ("status", "reason", "message")):
+        return
+    patch.status["conditions"] = [*(c for c in base if c.get("type") != condition["type"]), condition]
+
+
+def _put(patch: kopf.Patch, status: Any, field: str, value: Any) -> None:
+    """Write a status field only when it changes: a timer pass over a quiet attempt costs no PATCH."""
+    if status.get(field) != value:
+        patch.status[field] = value
 
 
 @kopf.on.startup()
@@ -288,24 +298,25 @@ async def _advance(
     except leadership.NotLeader:
         return None
     except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:
-        patch.status["phase"] = "Cleaning"
+        _put(patch, status, "phase", "Cleaning")
         _set_condition(
             patch,
             status.get("conditions"),
             _condition(type_="CleanedUp", status=False, reason=type(e).__name__, message=str(e)),
         )
         raise
-    patch.status["phase"] = progress.phase
+    _put(patch, status, "phase", progress.phase)
     if progress.outcome is not None:
-        patch.status["outcome"] = str(progress.outcome)
-    patch.status["waitingFor"] = progress.waiting_for or None
+        _put(patch, status, "outcome", str(progress.outcome))
+    _put(patch, status, "waitingFor", progress.waiting_for or None)
     if progress.retained is not None:
         removed = progress.retained.removed
-        patch.status["cleanup"] = {
+        cleaned = {
             "pods": {r.name: r.outcome for r in removed.pods},
             "services": {r.name: r.outcome for r in removed.services},
             "archived": progress.retained.archived,
         }
+        _put(patch, status, "cleanup", cleaned)
         _set_condition(
             patch,
             status.get("conditions"),

@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import store as store_, worker
+from agentihooks_swarm import settings, store as store_, worker
 from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
 from tests.support import builders, pods
@@ -106,7 +106,7 @@ async def test_cleanup_waits_for_the_transcript_archive(
     redis_url: str,
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    reporter = store_.connect(store_.settings_.Settings(redis_url=redis_url))
+    reporter = store_.connect(settings.Settings(redis_url=redis_url))
     worker.heartbeat(
         store=reporter, slug=SLUG, execution="archives", generation=1, transcript=100, archived=40
     )
@@ -145,7 +145,7 @@ async def test_archive_deadline_lets_cleanup_go_ahead_and_says_so(
         namespace=namespace,
         env={"AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS": "2"},
     )
-    reporter = store_.connect(store_.settings_.Settings(redis_url=redis_url))
+    reporter = store_.connect(settings.Settings(redis_url=redis_url))
     worker.heartbeat(store=reporter, slug=SLUG, execution="deadline", generation=1, transcript=10, archived=0)
     await start_failing_worker(admin_api, control_plane, namespace=namespace, execution="deadline")
     await wait_done(admin_api, namespace, "deadline", process)
@@ -192,7 +192,7 @@ async def test_deleting_an_execution_cancels_and_cleans_up_its_attempt(
         return False
 
     await helpers.eventually(gone, what="the execution to go", operator=process, timeout=60)
-    reporter = store_.connect(store_.settings_.Settings(redis_url=redis_url))
+    reporter = store_.connect(settings.Settings(redis_url=redis_url))
     retained = json.loads(reporter.redis.hget(reporter.key(SLUG, "attempt-retained"), "deleted") or "null")
     reporter.redis.close()
     assert retained["final"]["state"] == "cancelled"

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from typing import Any
 
 from kubernetes_asyncio import client
 
@@ -38,7 +39,7 @@ async def test_refused_worker_evidence_outlives_the_pod(
     await pods.plant_log(
         cluster=control_plane, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
     )
-    planted = pods.worker_pod(
+    planted: Any = pods.worker_pod(
         name=pod_name,
         namespace=namespace,
         phase="Failed",

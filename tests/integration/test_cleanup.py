@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes_asyncio import client
@@ -13,7 +13,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import cleanup, events, launch, leadership, records, store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
-from tests.support import pods
+from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.proxy import FaultProxy
@@ -122,29 +122,13 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
     """Real RBAC without pods/log: the spec's Configuration section, pass by pass."""
     attempt = attempt_for(namespace)
     await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
-    rbac = client.RbacAuthorizationV1Api(admin_api)
-    await client.CoreV1Api(admin_api).create_namespaced_service_account(
-        namespace, {"metadata": {"name": "op"}}
-    )
-    await rbac.create_namespaced_role(
-        namespace,
-        {
-            "metadata": {"name": "op"},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]},
-            ],
-        },
-    )
-    await rbac.create_namespaced_role_binding(
-        namespace,
-        {
-            "metadata": {"name": "op"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"},
-            "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": namespace}],
-        },
-    )
-    kubeconfig = control_plane.service_account_kubeconfig(
-        namespace=namespace, name="op", path=tmp_path / "sa"
+    kubeconfig = await rbac.service_account_with_rules(
+        admin_api,
+        control_plane,
+        namespace=namespace,
+        name="op",
+        kubeconfig=tmp_path / "sa",
+        rules=[{"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]}],
     )
     notify = events.Collected()
     async with runtime_for(kubeconfig) as runtime:
@@ -239,10 +223,13 @@ async def test_outcomes_absent_replaced_unselected_and_services(
         await plant_pod(admin_api, control_plane, attempt=attempt, phase="Running", log=None)
     await core.create_namespaced_service(
         namespace,
-        {
-            "metadata": {"name": "swarm-terminal-absent-1", "labels": absent.labels},
-            "spec": {"selector": absent.labels, "ports": [{"port": 7681}]},
-        },
+        cast(
+            Any,
+            {
+                "metadata": {"name": "swarm-terminal-absent-1", "labels": absent.labels},
+                "spec": {"selector": absent.labels, "ports": [{"port": 7681}]},
+            },
+        ),
     )
     async with runtime_for(proxy_kubeconfig) as runtime:
         pinned = {
@@ -260,7 +247,8 @@ async def test_outcomes_absent_replaced_unselected_and_services(
         )
         # Objects created after pinning are not added.
         await core.create_namespaced_pod(
-            namespace, pods.worker_pod(name="late-comer", namespace=namespace, labels=absent.labels)
+            namespace,
+            cast(Any, pods.worker_pod(name="late-comer", namespace=namespace, labels=absent.labels)),
         )
         fault_proxy.reset_counts()
         for attempt in (absent, replaced, unselected):

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import events, launch, records, resources, store as store_
 from agentihooks_swarm.kubernetes import labels
-from tests.support import pods
+from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.proxy import FaultProxy
@@ -48,7 +48,7 @@ async def plant_pod(
     cluster: ControlPlane,
     *,
     attempt: launch.Attempt,
-    phase: str | None = "Failed",
+    phase: Any = "Failed",
     log: bytes | None = PLANTED,
     wait_for: str | None = None,
     **behaviour: Any,
@@ -62,13 +62,15 @@ async def plant_pod(
             container="worker",
             content=log,
         )
-    body = pods.worker_pod(
+    body: Any = pods.worker_pod(
         name=attempt.pod_name, namespace=attempt.namespace, labels=attempt.labels, phase=phase, **behaviour
-    )  # type: ignore[arg-type]
+    )
     await client.CoreV1Api(api).create_namespaced_pod(attempt.namespace, body)
-    target = wait_for or ("Failed" if behaviour.get("init_exit_code") is not None else phase or "Running")
-    await pods.wait_for_phase(api, namespace=attempt.namespace, name=attempt.pod_name, phase=target)  # type: ignore[arg-type]
-    raw = await client.CoreV1Api(api).read_namespaced_pod(
+    target: Any = wait_for or (
+        "Failed" if behaviour.get("init_exit_code") is not None else phase or "Running"
+    )
+    await pods.wait_for_phase(api, namespace=attempt.namespace, name=attempt.pod_name, phase=target)
+    raw: Any = await client.CoreV1Api(api).read_namespaced_pod(
         attempt.pod_name, attempt.namespace, _preload_content=False
     )
     found: dict[str, Any] = json.loads(await raw.read())
@@ -119,6 +121,7 @@ async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(
     )
 
     raw = await store.redis.hget(store.key(SLUG, "attempt-startup-diagnostics"), "e1")
+    assert raw is not None
     record = json.loads(raw)
     assert set(record) == {"pod", "uid", "labels", "startup"}
     assert record["pod"] == attempt.pod_name
@@ -332,27 +335,13 @@ async def test_forbidden_pod_log_keeps_the_pod(
     """Real RBAC: a ServiceAccount that may read and delete Pods but not pods/log gets a 403."""
     attempt = attempt_for(namespace)
     pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    rbac = client.RbacAuthorizationV1Api(admin_api)
-    await client.CoreV1Api(admin_api).create_namespaced_service_account(
-        namespace, {"metadata": {"name": "no-logs"}}
-    )
-    await rbac.create_namespaced_role(
-        namespace,
-        {
-            "metadata": {"name": "no-logs"},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]}],
-        },
-    )
-    await rbac.create_namespaced_role_binding(
-        namespace,
-        {
-            "metadata": {"name": "no-logs"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "no-logs"},
-            "subjects": [{"kind": "ServiceAccount", "name": "no-logs", "namespace": namespace}],
-        },
-    )
-    kubeconfig = control_plane.service_account_kubeconfig(
-        namespace=namespace, name="no-logs", path=tmp_path / "sa.kubeconfig"
+    kubeconfig = await rbac.service_account_with_rules(
+        admin_api,
+        control_plane,
+        namespace=namespace,
+        name="no-logs",
+        kubeconfig=tmp_path / "sa.kubeconfig",
+        rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]}],
     )
     notify = events.Collected()
     async with runtime_for(kubeconfig) as runtime:
@@ -554,7 +543,10 @@ async def test_launch_adopts_its_own_pod_and_never_touches_a_foreign_one(
     foreign = attempt_for(namespace, execution="e2")
     core = client.CoreV1Api(admin_api)
     await core.create_namespaced_pod(
-        namespace, pods.worker_pod(name=foreign.pod_name, namespace=namespace, labels={"app": "someone-else"})
+        namespace,
+        cast(
+            Any, pods.worker_pod(name=foreign.pod_name, namespace=namespace, labels={"app": "someone-else"})
+        ),
     )
     spec = swarm_spec()
     async with runtime_for(proxy_kubeconfig) as runtime:
@@ -616,7 +608,7 @@ async def test_each_hand_reason_triggers_launch_removal(
     await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
     if fault == "exists":
         await client.CoreV1Api(admin_api).create_namespaced_config_map(
-            namespace, {"metadata": {"name": "swarm-grant-e1-1"}, "data": {"someone": "else"}}
+            namespace, cast(Any, {"metadata": {"name": "swarm-grant-e1-1"}, "data": {"someone": "else"}})
         )
     elif fault == "timeout":
         fault_proxy.hang(method="POST", path=r".*/configmaps$", times=None)

@@ -1,0 +1,80 @@
+# agentihooks-swarm: `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CLUSTER := $(PY) -m tests.support.cluster
+PYTEST_ARGS ?=
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create .venv with the package and its test tools
+
+.PHONY: system-deps
+system-deps: ## Install redis-server and openssl from Debian's packages when absent (needs root)
+	@command -v redis-server >/dev/null && command -v openssl >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server openssl; }
+	@command -v go >/dev/null || { echo "Go is needed to build the test control plane (apt-get install golang-go or go.dev)"; exit 1; }
+
+.PHONY: binaries
+binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… once into ~/.cache/agentihooks-swarm
+	@tests/cluster/build.sh
+
+.PHONY: lint
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, and the CRD drift check
+	$(VENV)/bin/ruff check operator tests
+	$(VENV)/bin/ruff format --check operator tests
+	$(VENV)/bin/mypy
+	charts/agentihooks-swarm/hack/check-crds.sh
+
+.PHONY: manifests
+manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)
+	charts/agentihooks-swarm/hack/sync-crds.sh
+
+.PHONY: test
+test: $(STAMP) system-deps binaries lint ## Everything: lint, unit, integration, e2e, faults, chart and the proof
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: $(STAMP) ## Unit tests only (no cluster, no Redis)
+	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+.PHONY: cluster-up
+cluster-up: $(STAMP) system-deps ## Start the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)
+	$(CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: $(STAMP) ## Stop the local control plane and remove its state
+	$(CLUSTER) down
+
+.PHONY: cluster-status
+cluster-status: $(STAMP) ## Is the local control plane running?
+	$(CLUSTER) status
+
+.PHONY: demo
+demo: $(STAMP) system-deps binaries ## Plant a refused worker, run the operator, print the stored evidence
+	$(PY) -m tests.support.demo
+
+.PHONY: run
+run: $(STAMP) ## Run the operator locally against KUBECONFIG (kopf run), e.g. after cluster-up
+	$(PY) -m agentihooks_swarm run --namespace "$${AGENTIHOOKS_SWARM_NAMESPACE:-default}" --standalone
+
+.PHONY: bench
+bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000; writes docs/benchmarks.md
+	$(PY) -m tests.bench
+
+.PHONY: clean
+clean: ## Remove the virtualenv and caches (not the control-plane binaries)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,70 @@
+"""The chart's startup-refusal proof, both modes, on the local real cluster.
+
+The chart is installed for real; the operator runs outside the cluster as the chart's
+ServiceAccount (token from the TokenRequest API), so the chart's RBAC is what is exercised; the
+worker's log is planted through kwok, since no real container runs here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support.cluster import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+PROOF = (
+    Path(__file__).resolve().parents[2] / "charts" / "agentihooks-swarm" / "ci" / "startup-refusal-proof.sh"
+)
+
+
+@pytest.mark.parametrize("mode", ["logs", "no-logs"])
+def test_startup_refusal_proof(
+    control_plane: ControlPlane, swarm_crds: list[str], redis_url: str, tmp_path: Path, mode: str
+) -> None:
+    state = tmp_path / "cluster.json"
+    control_plane.save(state)
+    suffix = uuid.uuid4().hex[:6]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")},
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        "PATH": f"{control_plane.bin_dir}:{os.environ['PATH']}",
+        "MODE": mode,
+        "OPERATOR": "external",
+        "NAMESPACE": f"proof-{mode}-{suffix}",
+        "RELEASE": f"proof-{suffix}",
+        "REDIS_URL": redis_url,
+        "PYTHON": sys.executable,
+        "PROOF_PLANT_LOG": f"{sys.executable} -m tests.support.plant {state}",
+        "TIMEOUT": "90",
+    }
+    done = subprocess.run(
+        ["bash", str(PROOF)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert f"PROOF PASSED ({mode}, operator external)" in done.stdout
+    if mode == "logs":
+        assert "pods/log for proof-" in done.stdout and ": true" in done.stdout
+        assert '"exitCode": 78' in done.stdout
+        assert "worker startup refused: planted kind refusal" in done.stdout
+    else:
+        assert '"log_reads": 3' in done.stdout
+        subprocess.run(
+            [str(control_plane.bin_dir / "kubectl"), "delete", "namespace", env["NAMESPACE"], "--wait=false"],
+            env=env,
+            check=False,
+            capture_output=True,
+        )

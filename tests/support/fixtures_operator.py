@@ -17,51 +17,23 @@
 from __future__ import annotations
 
 import contextlib
-import json
-import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-import yaml
 
 from agentihooks_swarm import launch, metrics, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
-from tests.support.cluster import ClusterError, ControlPlane
+from tests.support import crds
+from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.operator_process import OperatorProcess
-
-CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 
 
 @pytest.fixture(scope="session")
 def swarm_crds(control_plane: ControlPlane) -> list[str]:
-    names = []
-    for path in sorted(CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        name = crd["metadata"]["name"]
-        path_ = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        status, raw = control_plane.request("GET", path_)
-        if status == 200:  # A reused cluster: bring the CRD up to date with this checkout.
-            crd["metadata"]["resourceVersion"] = json.loads(raw)["metadata"]["resourceVersion"]
-            control_plane.request_json("PUT", path_, crd)
-        else:
-            control_plane.request_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        names.append(name)
-    deadline = time.monotonic() + 30
-    for name in names:
-        while True:
-            found = control_plane.request_json(
-                "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-            )
-            conditions = {c["type"]: c["status"] for c in found.get("status", {}).get("conditions", [])}
-            if conditions.get("Established") == "True":
-                break
-            if time.monotonic() > deadline:
-                raise ClusterError(f"CRD {name} not established: {json.dumps(conditions)}")
-            time.sleep(0.1)
-    return names
+    return crds.apply(control_plane)
 
 
 @pytest.fixture

@@ -1,0 +1,197 @@
+"""``make demo``: the feature end to end on the local control plane, in about half a minute.
+
+It starts (or reuses, after ``make cluster-up``) the local control plane and a redis-server,
+runs the operator as users do (``python -m agentihooks_swarm run``), plants a worker Pod that
+printed ``worker startup refused: planted kind refusal`` and exited 78, and creates an Execution
+for a project outside the Swarm's registration. The hand is refused (project_unpermitted), launch
+removal stores the evidence and deletes the Pod, and the demo prints what a user would look at:
+``kubectl get executions``, the Execution's events, that the Pod is gone, and the stored record
+read with the documented read command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support import crds, pods
+from tests.support.cluster import STATE_ENV, ControlPlane, build, start
+from tests.support.operator_process import OperatorProcess
+from tests.support.redis_server import RedisServer
+
+NAMESPACE = "demo"
+SLUG = "demo"
+PLANTED = b"worker startup refused: planted kind refusal\n"
+READ_COMMAND = """
+import sys
+from agentihooks_swarm.store import connect
+store = connect()
+print(store.redis.hget(store.key(sys.argv[1], "attempt-startup-diagnostics"), sys.argv[2]))
+"""
+
+
+def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    done = subprocess.run(
+        [str(plane.bin_dir / "kubectl"), "--kubeconfig", str(plane.kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def step(text: str) -> None:
+    print(f"\n\033[1m== {text}\033[0m", flush=True)
+
+
+def wait(what: str, probe: Any, *, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout}s")
+        time.sleep(0.2)
+
+
+def demo(plane: ControlPlane, redis_url: str, workdir: Path) -> None:
+    step("the CRDs, the namespace, and the operator (python -m agentihooks_swarm run)")
+    crds.apply(plane)
+    kubectl(plane, "create", "namespace", NAMESPACE, check=False)
+    operator = OperatorProcess(
+        kubeconfig=plane.kubeconfig,
+        redis_url=redis_url,
+        namespace=NAMESPACE,
+        log_path=workdir / "operator.log",
+    )
+    operator.start()
+    print(f"operator running, log: {operator.log_path}")
+    try:
+        execution = f"refused-{int(time.time())}"
+        pod = f"swarm-worker-{execution}-1"
+        step(f"a worker Pod that prints the refusal and exits 78: {pod}")
+        pods.plant_log_blocking(
+            cluster=plane, namespace=NAMESPACE, pod=pod, container="worker", content=PLANTED
+        )
+        manifest = pods.worker_pod(
+            name=pod,
+            namespace=NAMESPACE,
+            phase="Failed",
+            exit_code=78,
+            reason="Error",
+            labels={
+                "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{SLUG}",
+                "swarm.agentihooks.io/execution-id": execution,
+                "swarm.agentihooks.io/generation": "1",
+            },
+        )
+        kubectl(plane, "apply", "-f", "-", stdin=json.dumps(manifest))
+        kubectl(
+            plane,
+            "wait",
+            "-n",
+            NAMESPACE,
+            "--for=jsonpath={.status.phase}=Failed",
+            f"pod/{pod}",
+            "--timeout=60s",
+        )
+        print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod))
+
+        step("a Swarm registered for 'registered-project', and an Execution for 'outside-project'")
+        resources = f"""
+apiVersion: swarm.agentihooks.io/v1alpha1
+kind: Swarm
+metadata: {{name: {SLUG}, namespace: {NAMESPACE}}}
+spec:
+  registration: {{projects: [registered-project]}}
+  worker: {{image: {pods.WORKER_IMAGE}}}
+---
+apiVersion: swarm.agentihooks.io/v1alpha1
+kind: Execution
+metadata: {{name: {execution}, namespace: {NAMESPACE}}}
+spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
+"""
+        kubectl(plane, "apply", "-f", "-", stdin=resources)
+        wait(
+            "the pod to be removed",
+            lambda: not kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, "--ignore-not-found"),
+        )
+        step("kubectl get executions")
+        print(kubectl(plane, "get", "executions", "-n", NAMESPACE))
+        step(f"kubectl get pod {pod}")
+        print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, check=False).strip() or "(gone)")
+        step(f"events on execution/{execution}")
+        wait(
+            "the events",
+            lambda: (
+                "StartupRefused"
+                in kubectl(
+                    plane,
+                    "get",
+                    "events",
+                    "-n",
+                    NAMESPACE,
+                    "--field-selector",
+                    f"involvedObject.name={execution}",
+                )
+            ),
+        )
+        print(
+            kubectl(
+                plane,
+                "get",
+                "events",
+                "-n",
+                NAMESPACE,
+                "--field-selector",
+                f"involvedObject.name={execution}",
+                "-o",
+                "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
+            )
+        )
+        step("the record, read with the documented command (python -c … SLUG EXECUTION)")
+        env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
+        raw = subprocess.run(
+            [sys.executable, "-c", READ_COMMAND, SLUG, execution],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        print(raw)
+        step(f"python -m agentihooks_swarm records startup {SLUG} {execution}")
+        subprocess.run(
+            [sys.executable, "-m", "agentihooks_swarm", "records", "startup", SLUG, execution],
+            env=env,
+            check=True,
+        )
+        print("\nThe refused worker's Pod is gone; its exit state and last log lines are in Redis.")
+    finally:
+        operator.stop()
+
+
+def main() -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="agentihooks-swarm-demo-"))
+    state = os.environ.get(STATE_ENV)
+    with RedisServer() as redis_server:
+        if state:
+            demo(ControlPlane.load(Path(state)), redis_server.url, workdir)
+            return 0
+        step("starting the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
+        plane = start(workdir=workdir / "cluster", bin_dir=build())
+        try:
+            demo(plane, redis_server.url, workdir)
+        finally:
+            plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from agentihooks_swarm import store as store_
+from agentihooks_swarm import settings as settings_, store as store_
 
 VIEWS = {
     "startup": (store_.STARTUP_DIAGNOSTICS, None, "launch removal's capture"),
@@ -52,13 +52,23 @@ def records(*, view: str, slug: str, execution: str, full: bool) -> int:
     return 0
 
 
+def _scope(args: list[str]) -> list[str]:
+    """Without a namespace option, serve AGENTIHOOKS_SWARM_NAMESPACE, or every namespace."""
+    given = {"-n", "--namespace", "-A", "--all-namespaces"}
+    if any(a in given or a.split("=", 1)[0] in given for a in args):
+        return args
+    namespace = settings_.Settings.from_env().namespace
+    return [*args, f"--namespace={namespace}"] if namespace else [*args, "--all-namespaces"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["run"]:
         from kopf import cli  # The operator's own CLI; imported late so `records` stays light.
 
         return int(
-            cli.main(["run", "-m", "agentihooks_swarm.handlers", *argv[1:]], standalone_mode=False) or 0
+            cli.main(["run", "-m", "agentihooks_swarm.handlers", *_scope(argv[1:])], standalone_mode=False)
+            or 0
         )
     parser = argparse.ArgumentParser(
         prog="agentihooks-swarm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -39,7 +39,7 @@ class Settings(pydantic.BaseModel):
     )
     namespace: str | None = pydantic.Field(
         default=None,
-        description="Namespace of the swarms, executions and worker Pods; unset means every namespace.",
+        description="Namespace served when `run` has no --namespace (unset: all namespaces).",
     )
     api_timeout_seconds: float = pydantic.Field(
         default=10.0, gt=0, description="Timeout of one Kubernetes API request (log reads included)."

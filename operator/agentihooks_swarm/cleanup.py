@@ -64,6 +64,7 @@ class _Pass:
         namespace = self.attempt.namespace
         pod = await client.read(namespace=namespace, name=entry.name)
         if pod is None:
+            await self.confirm_absent(await client.list(namespace=namespace, name=entry.name), entry, "pod")
             return "absent_after_send" if entry.sent else "absent"
         metadata = pod.get("metadata") or {}
         if metadata.get("uid") != entry.uid:
@@ -83,10 +84,22 @@ class _Pass:
         try:
             await client.delete(namespace=namespace, name=entry.name, uid=entry.uid)
         except errors.NotFound:
+            await self.confirm_absent(await client.list(namespace=namespace, name=entry.name), entry, "pod")
             return "absent_after_send"
         except errors.PreconditionFailed:
+            await self.confirm_absent(await client.list(namespace=namespace, name=entry.name), entry, "pod")
             return "replaced"
         return "deleted"
+
+    @staticmethod
+    async def confirm_absent(listed: list[dict[str, object]], entry: records.PinnedObject, kind: str) -> None:
+        """A 404 or 409 is final only if a list agrees: the outcome ends cleanup of the object for good."""
+        for item in listed:
+            metadata = item.get("metadata")
+            if isinstance(metadata, dict) and metadata.get("uid") == entry.uid:
+                raise PassFailed(
+                    f"{kind} {entry.name}: read answered 404 but a list still shows it; retrying"
+                )
 
     async def capture(
         self, entry: records.PinnedObject, pod: dict[str, object]
@@ -124,6 +137,8 @@ class _Pass:
         namespace = self.attempt.namespace
         service = await client.read_service(namespace=namespace, name=entry.name)
         if service is None:
+            listed = await client.list_services(namespace=namespace, name=entry.name)
+            await self.confirm_absent(listed, entry, "service")
             return "absent_after_send" if entry.sent else "absent"
         metadata = service.get("metadata") or {}
         if metadata.get("uid") != entry.uid:
@@ -138,8 +153,12 @@ class _Pass:
         try:
             await client.delete_service(namespace=namespace, name=entry.name, uid=entry.uid)
         except errors.NotFound:
+            listed = await client.list_services(namespace=namespace, name=entry.name)
+            await self.confirm_absent(listed, entry, "service")
             return "absent_after_send"
         except errors.PreconditionFailed:
+            listed = await client.list_services(namespace=namespace, name=entry.name)
+            await self.confirm_absent(listed, entry, "service")
             return "replaced"
         return "deleted"
 

@@ -326,6 +326,16 @@ async def _remove_at_launch(
     try:
         await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
     except errors.NotFound:
+        try:  # A 404 is believed only when a list agrees: "removed" must not be a guess.
+            listed = await client.list(namespace=attempt.namespace, name=attempt.pod_name)
+        except errors.ApiError as e:
+            return Removal(
+                removed=False, why=f"the delete answered 404 and the list failed: {e}", capture=capture
+            )
+        if any((item.get("metadata") or {}).get("uid") == uid for item in listed):
+            return Removal(
+                removed=False, why="the delete answered 404 but the pod is still listed", capture=capture
+            )
         return Removal(removed=True, why="the pod was gone before the delete", capture=capture)
     except errors.ApiError as e:
         return Removal(removed=False, why=f"the delete failed: {e}", capture=capture)

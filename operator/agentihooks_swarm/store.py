@@ -74,10 +74,15 @@ def connect(settings: settings_.Settings | None = None) -> Store:
 
 @contextlib.contextmanager
 def _translated() -> Iterator[None]:
+    # Not only outages: a Redis that refuses the command (ACL, OOM, a read-only replica) has not
+    # stored the evidence either, and must keep the Pod just the same.
     try:
         yield
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
         raise errors.StoreUnavailable(f"Redis is unavailable: {errors.trim(str(e))}") from e
+    except redis.exceptions.RedisError as e:
+        refusal = f"{type(e).__name__}: {errors.trim(str(e))}"
+        raise errors.StoreUnavailable(f"Redis refused the command: {refusal}") from e
 
 
 class AsyncStore:

@@ -126,12 +126,25 @@ class PodClient:
         except errors.NotFound:
             return None
 
-    async def list(self, *, namespace: str, selector: str) -> builtins.list[Object]:
+    async def list(
+        self, *, namespace: str, selector: str | None = None, name: str | None = None
+    ) -> builtins.list[Object]:
+        """Pods by label selector, or the Pod of one name (a second opinion on a 404)."""
+        return await self._list("pods", namespace=namespace, selector=selector, name=name)
+
+    async def _list(
+        self, plural: str, *, namespace: str, selector: str | None, name: str | None
+    ) -> builtins.list[Object]:
+        query = []
+        if selector is not None:
+            query.append(("labelSelector", selector))
+        if name is not None:
+            query.append(("fieldSelector", f"metadata.name={name}"))
         found = await self._json(
             "GET",
-            f"/api/v1/namespaces/{namespace}/pods",
-            query=[("labelSelector", selector)],
-            what=f"list pods {namespace} {selector}",
+            f"/api/v1/namespaces/{namespace}/{plural}",
+            query=query,
+            what=f"list {plural} {namespace} {selector or ''}{name or ''}",
         )
         items: builtins.list[Object] = found.get("items") or []
         return items
@@ -242,15 +255,10 @@ class PodClient:
         except errors.NotFound:
             return None
 
-    async def list_services(self, *, namespace: str, selector: str) -> builtins.list[Object]:
-        found = await self._json(
-            "GET",
-            f"/api/v1/namespaces/{namespace}/services",
-            query=[("labelSelector", selector)],
-            what=f"list services {namespace} {selector}",
-        )
-        items: builtins.list[Object] = found.get("items") or []
-        return items
+    async def list_services(
+        self, *, namespace: str, selector: str | None = None, name: str | None = None
+    ) -> builtins.list[Object]:
+        return await self._list("services", namespace=namespace, selector=selector, name=name)
 
     async def delete_service(self, *, namespace: str, name: str, uid: str) -> None:
         await self._delete("services", namespace=namespace, name=name, uid=uid)

@@ -1,0 +1,324 @@
+"""The fault matrix: each deletion path x each step x each fault, on the real API server and the
+real Redis, with faults from the proxy (API) or from the real redis-server (stopped, frozen, or
+refusing a command by ACL) — never from patching the operator.
+
+Every case plants a refused worker (exit 78, planted log), runs the path with the fault, then lets
+final cleanup run to the end without faults, and checks the invariants, counted over the whole
+matrix (``tests/faults/ledger.py``; the summary prints at the end of the run):
+
+* no Pod deleted whose capture was not stored first (the refused Pod is gone ⇒ its evidence is in
+  Redis, with its exit code);
+* no first capture overwritten; no record half-written (every stored record parses);
+* every attempt's Pods gone once its cleanup finished, the journal cleared and the retained record
+  present (never neither, never both);
+* at most ``LOG_READS`` log reads per pinned Pod, and at most one delete per UID reaching the
+  API server.
+
+Pods that were replaced, relabelled, foreign or being deleted by someone else are covered by
+``tests/integration/test_launch.py`` and ``tests/integration/test_cleanup.py``; the operator
+killed at each checkpoint of a cleanup pass by ``tests/e2e/test_cleanup_flow.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+import redis
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import cleanup, errors, events, launch, records, settings, store as store_
+from tests.faults.ledger import LEDGER
+from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
+from tests.support import pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.proxy import FaultProxy, Rule
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+
+Path_ = Literal["launch", "cleanup"]
+API_STEPS = ("pod-read", "log-read", "delete")
+API_FAULTS = ("403", "404", "409", "429", "500", "503", "timeout", "reset")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    path: Path_
+    step: str
+    fault: str
+    times: int | None = 1
+
+    @property
+    def id(self) -> str:
+        return f"{self.path}-{self.step}-{self.fault}" + ("-always" if self.times is None else "")
+
+
+CASES = [
+    # A reset comes twice: aiohttp silently resends an idempotent request once after a reset on a
+    # reused connection, so a single reset would never reach the operator.
+    *(
+        Case(path, step, fault, times=2 if fault == "reset" else 1)
+        for path in ("launch", "cleanup")
+        for step in API_STEPS
+        for fault in API_FAULTS
+    ),
+    Case("cleanup", "log-read", "403", times=None),  # pods/log never readable: degraded after 3 passes
+    *(Case(path, "redis", fault) for path in ("launch", "cleanup") for fault in ("unavailable", "slow")),
+    Case("launch", "record-write", "refused"),
+    Case("cleanup", "journal-pin", "refused"),
+    Case("cleanup", "journal-save", "refused"),
+    Case("cleanup", "retained-move", "refused"),
+]
+
+#: The command each Redis step needs; the ACL takes it away from the operator's user.
+REFUSED_COMMAND = {
+    "record-write": "hsetnx",
+    "journal-pin": "hsetnx",
+    "journal-save": "hset",
+    "retained-move": "exec",
+}
+
+
+@pytest.fixture
+def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
+    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
+
+
+@pytest.fixture
+async def quick_store(redis_url: str) -> AsyncIterator[store_.AsyncStore]:
+    """The operator's store with a 1 s Redis timeout, so a frozen Redis is a quick failure."""
+    async with store_.open_store(settings.Settings(redis_url=redis_url, redis_timeout_seconds=1)) as opened:
+        yield opened
+
+
+def _api_rule(
+    proxy: FaultProxy, *, namespace: str, pod: str, step: str, fault: str, times: int | None
+) -> Rule:
+    base = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+    method, path = {
+        "pod-read": ("GET", base),
+        "log-read": ("GET", base + "/log"),
+        "delete": ("DELETE", base),
+    }[step]
+    if fault == "timeout":
+        return proxy.hang(method=method, path=path, times=times)
+    if fault == "reset":
+        return proxy.reset(method=method, path=path, times=times)
+    return proxy.fail(status=int(fault), method=method, path=path, times=times)
+
+
+@contextlib.contextmanager
+def _redis_fault(server: RedisServer, *, case: Case) -> Iterator[None]:
+    admin = redis.Redis.from_url(server.url)
+    try:
+        if case.fault == "unavailable":
+            server.stop()
+        elif case.fault == "slow":
+            server.freeze()
+        else:
+            admin.execute_command("ACL", "SETUSER", "default", f"-{REFUSED_COMMAND[case.step]}")  # type: ignore[no-untyped-call]
+        yield
+    finally:
+        if case.fault == "unavailable":
+            server.start()
+        elif case.fault == "slow":
+            server.thaw()
+        else:
+            admin.execute_command("ACL", "SETUSER", "default", "+@all")  # type: ignore[no-untyped-call]
+        admin.close()
+
+
+def _forwarded_deletes(proxy: FaultProxy, *, pod_path: str, rules: list[Rule], case: Case) -> int:
+    sent = proxy.count(method="DELETE", path=pod_path)
+    answered = sum(r.hits for r in rules if case.step == "delete")  # Answered by the proxy, not forwarded.
+    return sent - answered
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_fault(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    quick_store: store_.AsyncStore,
+    redis_server: RedisServer,
+    case: Case,
+) -> None:
+    LEDGER.cases += 1
+    attempt = attempt_for(namespace)
+    planted = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
+    uid = planted["metadata"]["uid"]
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/{attempt.pod_name}"
+    store = quick_store
+    rules: list[Rule] = []
+    removal: launch.Removal | None = None
+    first_record: Any = None
+    async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
+        # 1. The path under the fault.
+        if case.step in API_STEPS:
+            rules.append(
+                _api_rule(
+                    fault_proxy,
+                    namespace=namespace,
+                    pod=attempt.pod_name,
+                    step=case.step,
+                    fault=case.fault,
+                    times=case.times,
+                )
+            )
+        passes_failed = 0
+        if case.path == "launch":
+            if case.step in API_STEPS:
+                removal = await launch.remove_at_launch(
+                    runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected()
+                )
+            else:
+                with _redis_fault(redis_server, case=case):
+                    removal = await launch.remove_at_launch(
+                        runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected()
+                    )
+                LEDGER.faults += 1
+            for rule in rules:
+                fault_proxy.remove_rule(rule)
+            first_record = await store.redis.hget(
+                store.key(SLUG, "attempt-startup-diagnostics"), attempt.execution
+            )
+        else:
+            passes_failed += await _cleanup_until_done(
+                runtime, store, attempt, case=case, server=redis_server
+            )
+        LEDGER.faults += sum(r.hits for r in rules)
+
+        # 2. Final cleanup, without faults, to the end (launch removal may have kept the Pod).
+        fault_proxy.clear_rules()
+        log_reads_before = fault_proxy.count(path=pod_path + "/log")
+        if case.path == "launch":
+            await _cleanup_until_done(runtime, store, attempt, case=None, server=redis_server)
+        cleanup_log_reads = fault_proxy.count(path=pod_path + "/log") - (
+            log_reads_before if case.path == "launch" else 0
+        )
+
+    # 3. The invariants.
+    where = case.id
+    journal = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
+    retained_raw = await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution)
+    launch_raw = await store.redis.hget(store.key(SLUG, "attempt-startup-diagnostics"), attempt.execution)
+    LEDGER.check(
+        "journal cleared and retained present",
+        journal is None and retained_raw is not None,
+        case=where,
+        detail=f"journal={journal is not None} retained={retained_raw is not None}",
+    )
+    parsed_ok = True
+    try:
+        retained = records.load(records.Retained, retained_raw or "")
+        launch_record = records.load(records.StartupRecord, launch_raw) if launch_raw else None
+    except Exception as e:
+        parsed_ok, retained, launch_record = False, None, None
+        LEDGER.check("records parse (none half-written)", False, case=where, detail=str(e))
+    if parsed_ok:
+        LEDGER.check("records parse (none half-written)", True, case=where)
+    gone = not await _exists(admin_api, namespace, attempt.pod_name)
+    LEDGER.check("pods gone once cleanup finished", gone, case=where)
+    evidence = False
+    if launch_record is not None:
+        evidence = launch_record.startup.containers[0].terminated.get("exitCode") == 78
+    if retained is not None:
+        for entry in retained.removed.pods:
+            if entry.startup is not None and entry.startup.containers[0].terminated.get("exitCode") == 78:
+                evidence = True
+    LEDGER.check("no refused pod deleted without its capture stored", not gone or evidence, case=where)
+    if first_record is not None:
+        LEDGER.check("first capture never overwritten", launch_raw == first_record, case=where)
+    LEDGER.check(
+        f"at most {cleanup.LOG_READS} log reads per pinned pod (cleanup)",
+        cleanup_log_reads <= cleanup.LOG_READS,
+        case=where,
+        detail=f"{cleanup_log_reads}",
+    )
+    forwarded = _forwarded_deletes(fault_proxy, pod_path=pod_path, rules=rules, case=case)
+    LEDGER.check(
+        "at most one delete per UID reaches the API server",
+        forwarded <= 1,
+        case=where,
+        detail=f"{forwarded}",
+    )
+
+    # 4. The spec's behaviour for this case.
+    if case.path == "launch":
+        assert removal is not None
+        # A 404 on the re-read counts as removed (the spec); one on the delete is checked by a list.
+        expected_removed = case.fault == "404" and case.step == "pod-read"
+        assert removal.removed is expected_removed, (where, removal)
+        if (
+            case.step in ("pod-read", "log-read")
+            or case.step == "record-write"
+            or case.fault in ("unavailable", "slow")
+        ):
+            assert first_record is None, where  # Nothing stored when the capture could not be.
+    else:
+        assert retained is not None
+        [entry] = retained.removed.pods
+        if case.step == "log-read" and case.times is None:
+            assert entry.log_reads == cleanup.LOG_READS and entry.startup is not None
+            assert entry.startup.containers[0].log is None
+        elif case.step == "log-read":
+            assert entry.log_reads == 1 and entry.startup is not None
+            assert (entry.startup.containers[0].log or "").endswith(PLANTED.decode())
+    assert not [v for v in LEDGER.violations if v.startswith(where + ":")], LEDGER.violations
+
+
+async def _cleanup_until_done(
+    runtime: launch.Runtime,
+    store: store_.AsyncStore,
+    attempt: launch.Attempt,
+    *,
+    case: Case | None,
+    server: RedisServer,
+) -> int:
+    final = records.FinalRecord(
+        execution=attempt.execution,
+        generation=attempt.generation,
+        state=records.FinalState.FAILED,
+        outcome="attempt-outcomes",
+        at="2026-11-29T00:00:00Z",
+    )
+    failures = 0
+    for number in range(8):
+        fault = case is not None and case.step not in API_STEPS and number == 0
+        try:
+            with _redis_fault(server, case=case) if fault and case is not None else contextlib.nullcontext():
+                if fault:
+                    LEDGER.faults += 1
+                await cleanup.run(
+                    runtime=runtime,
+                    store=store,
+                    guard=cleanup.Unguarded(),
+                    attempt=attempt,
+                    final=final,
+                    watermark=0,
+                    archived=True,
+                    notify=events.Collected(),
+                )
+            return failures
+        except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable):
+            failures += 1
+    raise AssertionError(f"cleanup of {attempt.execution} did not finish in 8 passes")
+
+
+async def _exists(api: client.ApiClient, namespace: str, name: str) -> bool:
+    core = client.CoreV1Api(api)
+    with contextlib.suppress(TimeoutError):
+        await pods.wait_for_absent(
+            read=lambda: core.read_namespaced_pod(name, namespace), what=name, timeout=10
+        )
+        return False
+    return True

@@ -71,7 +71,7 @@ class _Pass:
             return "replaced"
         if not labels.matches(metadata.get("labels"), self.attempt.labels):
             return "unselected"
-        if entry.startup is None and diagnostics.is_refused(pod):
+        if self.runtime.capture and entry.startup is None and diagnostics.is_refused(pod):
             entry.startup = await self.capture(entry, pod)
             await self.save(before="saving the capture")
         if metadata.get("deletionTimestamp"):

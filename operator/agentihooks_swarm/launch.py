@@ -59,6 +59,8 @@ class Runtime:
     #: Where launch captures go. None means refused Pods are kept (the spec's "no recorder").
     recorder: Recorder | None
     metrics: metrics.Metrics
+    #: False only in ``make bench``'s baseline: plain UID-pinned deletes, no log read, no record.
+    capture: bool = True
 
 
 def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +294,7 @@ async def _remove_at_launch(
     if metadata.get("deletionTimestamp"):
         return Removal(removed=False, why="it is already being deleted")
     try:
-        capture = await diagnostics.startup(pod, client)
+        capture = await diagnostics.startup(pod, client) if runtime.capture else None
     except (errors.ApiError, ConnectionError, TimeoutError) as e:
         cause = (
             "refused"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 
 from kubernetes_asyncio import client as k8s, config as k8s_config
@@ -15,6 +16,9 @@ from agentihooks_swarm import launch, metrics, settings as settings_, store
 from agentihooks_swarm.kubernetes import pods
 
 logger = logging.getLogger(__name__)
+
+#: Benchmark-only switch (not a setting, not in the chart): see :func:`_benchmark_baseline`.
+BENCHMARK_BASELINE = "AGENTIHOOKS_SWARM_BENCHMARK_BASELINE"
 
 
 async def api_client() -> k8s.ApiClient:
@@ -29,6 +33,16 @@ async def api_client() -> k8s.ApiClient:
     return k8s.ApiClient(configuration=configuration)
 
 
+def _benchmark_baseline() -> bool:
+    """``make bench`` measures the capture against the same operator without it. Never in production."""
+    if os.environ.get(BENCHMARK_BASELINE) != "1":
+        return False
+    logger.warning(
+        "%s=1: BENCHMARK BASELINE, refused Pods are deleted WITHOUT their evidence.", BENCHMARK_BASELINE
+    )
+    return True
+
+
 @contextlib.asynccontextmanager
 async def open_runtime(
     *, settings: settings_.Settings, collector: metrics.Metrics
@@ -41,6 +55,7 @@ async def open_runtime(
                     pods=pods.PodClient(api=api, timeout=settings.api_timeout_seconds),
                     recorder=redis_store,
                     metrics=collector,
+                    capture=not _benchmark_baseline(),
                 ),
                 redis_store,
             )

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -15,6 +16,7 @@ from tests.e2e import helpers
 from tests.support import builders, pods
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
+from tests.support.redis_server import free_port
 
 PLANTED = b"worker startup refused: planted kind refusal\n"
 
@@ -50,7 +52,12 @@ async def test_refused_worker_evidence_outlives_the_pod(
     await client.CoreV1Api(admin_api).create_namespaced_pod(namespace, planted)
     await pods.wait_for_phase(admin_api, namespace=namespace, name=pod_name, phase="Failed")
 
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    metrics_port = free_port()
+    process = operator(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        env={"AGENTIHOOKS_SWARM_METRICS_PORT": str(metrics_port)},
+    )
     await helpers.create(admin_api, builders.swarm(name=slug, namespace=namespace, projects=["registered"]))
     await helpers.create(
         admin_api,
@@ -97,6 +104,11 @@ async def test_refused_worker_evidence_outlives_the_pod(
     )
     assert json.loads(pretty.stdout) == record
     assert pretty.stdout.startswith("{\n  ")
+
+    scraped = await asyncio.to_thread(_scrape, metrics_port)
+    assert scraped['agentihooks_swarm_captures_total{path="launch",result="stored"}'] == 1.0
+    assert scraped['agentihooks_swarm_hands_total{reason="project_unpermitted"}'] == 1.0
+    assert scraped['agentihooks_swarm_pods_removed_total{outcome="removed",path="launch"}'] == 1.0
 
     seen = await helpers.eventually(
         lambda: _reasons(admin_api, namespace, execution, "StartupRefused"), what="a StartupRefused event"
@@ -152,3 +164,15 @@ async def _absent(api: client.ApiClient, namespace: str, name: str) -> bool:
 async def _reasons(api: client.ApiClient, namespace: str, name: str, reason: str) -> list[str] | None:
     found = [m for _, r, m in await helpers.events_for(api, namespace=namespace, name=name) if r == reason]
     return found or None
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """The operator's Prometheus metrics, as ``{series: value}``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            series[name] = float(value)
+    return series

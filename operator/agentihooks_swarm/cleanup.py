@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Final, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Literal, Protocol
 
 from agentihooks_swarm import errors, events, launch, records, store as store_
 from agentihooks_swarm.kubernetes import diagnostics, labels
@@ -29,6 +30,12 @@ logger = logging.getLogger(__name__)
 
 #: Failed log reads of one pinned Pod after which it is removed with exit reasons only. No setting.
 LOG_READS: Final = 3
+
+
+Kind = Literal["pod", "service"]
+Read = Callable[..., Awaitable[dict[str, Any] | None]]
+List = Callable[..., Awaitable[list[dict[str, Any]]]]
+Delete = Callable[..., Awaitable[None]]
 
 
 class Guard(Protocol):
@@ -59,46 +66,53 @@ class _Pass:
         self.guard.check(before=before)
         await self.store.save_journal(slug=self.attempt.slug, journal=self.journal)
 
-    async def pod(self, entry: records.PinnedObject) -> records.RemovalOutcome:
+    def _calls(self, kind: Kind) -> tuple[Read, List, Delete]:
         client = self.runtime.pods
+        if kind == "pod":
+            return client.read, client.list, client.delete
+        return client.read_service, client.list_services, client.delete_service
+
+    async def remove(self, entry: records.PinnedObject, kind: Kind) -> records.RemovalOutcome:
+        """Capture (Pods only) and delete one pinned object; return its outcome."""
+        read, _, delete = self._calls(kind)
         namespace = self.attempt.namespace
-        pod = await client.read(namespace=namespace, name=entry.name)
-        if pod is None:
-            await self.confirm_absent(await client.list(namespace=namespace, name=entry.name), entry, "pod")
+        found = await read(namespace=namespace, name=entry.name)
+        if found is None:
+            await self.confirm_gone(entry, kind)
             return "absent_after_send" if entry.sent else "absent"
-        metadata = pod.get("metadata") or {}
+        metadata = found.get("metadata") or {}
         if metadata.get("uid") != entry.uid:
             return "replaced"
         if not labels.matches(metadata.get("labels"), self.attempt.labels):
             return "unselected"
-        if self.runtime.capture and entry.startup is None and diagnostics.is_refused(pod):
-            entry.startup = await self.capture(entry, pod)
+        if kind == "pod" and self.runtime.capture and entry.startup is None and diagnostics.is_refused(found):
+            entry.startup = await self.capture(entry, found)
             await self.save(before="saving the capture")
         if metadata.get("deletionTimestamp"):
             if entry.sent:
                 return "deleted"  # Our delete is under way: it is never sent twice for a UID.
-            raise PassFailed(f"pod {entry.name} is being deleted by someone else; waiting for it to go")
+            raise PassFailed(f"{kind} {entry.name} is being deleted by someone else; waiting for it to go")
         entry.sent = True
         await self.save(before="recording the delete as sent")
-        self.guard.check(before=f"deleting pod {entry.name}")
+        self.guard.check(before=f"deleting {kind} {entry.name}")
         try:
-            await client.delete(namespace=namespace, name=entry.name, uid=entry.uid)
+            await delete(namespace=namespace, name=entry.name, uid=entry.uid)
         except errors.NotFound:
-            await self.confirm_absent(await client.list(namespace=namespace, name=entry.name), entry, "pod")
+            await self.confirm_gone(entry, kind)
             return "absent_after_send"
         except errors.PreconditionFailed:
-            await self.confirm_absent(await client.list(namespace=namespace, name=entry.name), entry, "pod")
+            await self.confirm_gone(entry, kind)
             return "replaced"
         return "deleted"
 
-    @staticmethod
-    async def confirm_absent(listed: list[dict[str, object]], entry: records.PinnedObject, kind: str) -> None:
-        """A 404 or 409 is final only if a list agrees: the outcome ends cleanup of the object for good."""
-        for item in listed:
+    async def confirm_gone(self, entry: records.PinnedObject, kind: Kind) -> None:
+        """A 404 or 409 ends cleanup of an object for good, so it is believed only if a list agrees."""
+        _, listing, _ = self._calls(kind)
+        for item in await listing(namespace=self.attempt.namespace, name=entry.name):
             metadata = item.get("metadata")
             if isinstance(metadata, dict) and metadata.get("uid") == entry.uid:
                 raise PassFailed(
-                    f"{kind} {entry.name}: read answered 404 but a list still shows it; retrying"
+                    f"{kind} {entry.name}: the API said it is gone or replaced, but a list shows it"
                 )
 
     async def capture(
@@ -131,36 +145,6 @@ class _Pass:
             return capture
         metrics.captures.labels(path="cleanup", result="stored").inc()
         return capture
-
-    async def service(self, entry: records.PinnedObject) -> records.RemovalOutcome:
-        client = self.runtime.pods
-        namespace = self.attempt.namespace
-        service = await client.read_service(namespace=namespace, name=entry.name)
-        if service is None:
-            listed = await client.list_services(namespace=namespace, name=entry.name)
-            await self.confirm_absent(listed, entry, "service")
-            return "absent_after_send" if entry.sent else "absent"
-        metadata = service.get("metadata") or {}
-        if metadata.get("uid") != entry.uid:
-            return "replaced"
-        if not labels.matches(metadata.get("labels"), self.attempt.labels):
-            return "unselected"
-        if metadata.get("deletionTimestamp") and entry.sent:
-            return "deleted"
-        entry.sent = True
-        await self.save(before="recording the delete as sent")
-        self.guard.check(before=f"deleting service {entry.name}")
-        try:
-            await client.delete_service(namespace=namespace, name=entry.name, uid=entry.uid)
-        except errors.NotFound:
-            listed = await client.list_services(namespace=namespace, name=entry.name)
-            await self.confirm_absent(listed, entry, "service")
-            return "absent_after_send"
-        except errors.PreconditionFailed:
-            listed = await client.list_services(namespace=namespace, name=entry.name)
-            await self.confirm_absent(listed, entry, "service")
-            return "replaced"
-        return "deleted"
 
 
 async def pin(
@@ -210,15 +194,16 @@ async def run(
     """
     journal = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt)
     work = _Pass(runtime=runtime, store=store, guard=guard, attempt=attempt, notify=notify, journal=journal)
-    for kind, pinned, removed, remove in (
-        ("pod", journal.pinned.pods, journal.removed.pods, work.pod),
-        ("service", journal.pinned.services, journal.removed.services, work.service),
-    ):
+    kinds: tuple[tuple[Kind, list[records.PinnedObject], list[records.RemovedObject]], ...] = (
+        ("pod", journal.pinned.pods, journal.removed.pods),
+        ("service", journal.pinned.services, journal.removed.services),
+    )
+    for kind, pinned, removed in kinds:
         done = {(r.name, r.uid) for r in removed}
         for entry in pinned:
             if (entry.name, entry.uid) in done:
                 continue
-            outcome = await remove(entry)
+            outcome = await work.remove(entry, kind)
             removed.append(
                 records.RemovedObject(
                     name=entry.name,

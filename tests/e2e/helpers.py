@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 
+from tests.support import pods
 from tests.support.operator_process import OperatorProcess
 
 T = TypeVar("T")
@@ -57,14 +58,7 @@ async def events_for(api: client.ApiClient, *, namespace: str, name: str) -> lis
     return [(e.type, e.reason, e.message) for e in listed.items]
 
 
-async def pod_exists(api: client.ApiClient, *, namespace: str, name: str) -> bool:
-    try:
-        await client.CoreV1Api(api).read_namespaced_pod(name, namespace)
-    except client.ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-    return True
+pod_exists = pods.pod_exists
 
 
 def loads(raw: str | bytes | None) -> Any:

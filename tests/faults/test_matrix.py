@@ -33,6 +33,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import cleanup, errors, events, launch, records, settings, store as store_
 from tests.faults.ledger import LEDGER
+from tests.integration.test_cleanup import run_pass
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support import pods
 from tests.support.cluster import ControlPlane
@@ -284,13 +285,6 @@ async def _cleanup_until_done(
     case: Case | None,
     server: RedisServer,
 ) -> int:
-    final = records.FinalRecord(
-        execution=attempt.execution,
-        generation=attempt.generation,
-        state=records.FinalState.FAILED,
-        outcome="attempt-outcomes",
-        at="2026-11-29T00:00:00Z",
-    )
     failures = 0
     for number in range(8):
         fault = case is not None and case.step not in API_STEPS and number == 0
@@ -298,16 +292,7 @@ async def _cleanup_until_done(
             with _redis_fault(server, case=case) if fault and case is not None else contextlib.nullcontext():
                 if fault:
                     LEDGER.faults += 1
-                await cleanup.run(
-                    runtime=runtime,
-                    store=store,
-                    guard=cleanup.Unguarded(),
-                    attempt=attempt,
-                    final=final,
-                    watermark=0,
-                    archived=True,
-                    notify=events.Collected(),
-                )
+                await run_pass(runtime, store, attempt)
             return failures
         except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable):
             failures += 1

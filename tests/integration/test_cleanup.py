@@ -140,7 +140,7 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
             [pinned] = journal["pinned"]["pods"]
             assert pinned["log_reads"] == expected
             assert "startup" not in pinned and "sent" not in pinned
-            assert await _exists(admin_api, namespace, attempt.pod_name)
+            assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
         await run_pass(runtime, store, attempt, notify=notify)
         degraded = runtime.metrics.captures.labels(path="cleanup", result="degraded")._value.get()
     await gone(admin_api, namespace, attempt.pod_name)
@@ -263,9 +263,9 @@ async def test_outcomes_absent_replaced_unselected_and_services(
     assert [c.path for c in fault_proxy.calls() if c.method == "DELETE"] == [
         f"/api/v1/namespaces/{namespace}/services/swarm-terminal-absent-1"
     ]
-    assert await _exists(admin_api, namespace, replaced.pod_name)
-    assert await _exists(admin_api, namespace, unselected.pod_name)
-    assert await _exists(admin_api, namespace, "late-comer")
+    assert await pods.pod_exists(admin_api, namespace=namespace, name=replaced.pod_name)
+    assert await pods.pod_exists(admin_api, namespace=namespace, name=unselected.pod_name)
+    assert await pods.pod_exists(admin_api, namespace=namespace, name="late-comer")
 
 
 async def test_delete_that_reached_the_server_is_absent_after_send_on_the_next_pass(
@@ -322,20 +322,10 @@ async def test_a_replica_that_loses_the_lease_stops_before_its_next_write_or_del
             await run_pass(runtime, store, attempt, guard=LosesLeadership(before=step))
         if step != "moving the journal":
             assert fault_proxy.count(method="DELETE") == 0
-            assert await _exists(admin_api, namespace, attempt.pod_name)
+            assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
         assert await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution) is None
         await run_pass(runtime, store, attempt)  # The new leader finishes the same journal.
     assert fault_proxy.count(method="DELETE") == 1
     assert fault_proxy.count(path=r".*/log$") == (2 if step == "saving the capture" else 1)
     [entry] = (await retained_of(store, attempt))["removed"]["pods"]
     assert entry["outcome"] == "deleted"
-
-
-async def _exists(api: client.ApiClient, namespace: str, name: str) -> bool:
-    try:
-        await client.CoreV1Api(api).read_namespaced_pod(name, namespace)
-    except client.ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-    return True

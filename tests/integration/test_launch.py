@@ -78,13 +78,7 @@ async def plant_pod(
 
 
 async def pod_exists(api: client.ApiClient, attempt: launch.Attempt) -> bool:
-    try:
-        await client.CoreV1Api(api).read_namespaced_pod(attempt.pod_name, attempt.namespace)
-    except client.ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-    return True
+    return await pods.pod_exists(api, namespace=attempt.namespace, name=attempt.pod_name)
 
 
 async def remove(runtime: launch.Runtime, attempt: launch.Attempt, uid: str) -> launch.Removal:

@@ -74,6 +74,7 @@ import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Literal, cast
@@ -411,3 +412,99 @@ async def wait_for_absent(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} still exists after {timeout}s")
         await asyncio.sleep(0.05)
+
+
+async def pod_exists(api: client.ApiClient, *, namespace: str, name: str) -> bool:
+    """Whether Pod ``namespace/name`` exists now (any other API error is raised)."""
+    try:
+        await client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def plant_shared_log_blocking(
+    *,
+    cluster: ControlPlane,
+    namespace: str,
+    pods: Sequence[str],
+    container: str,
+    content: bytes,
+    parallelism: int = 8,
+    timeout: float = 120.0,
+) -> Path:
+    """Blocking form of ``plant_shared_log``."""
+    if not pods:
+        raise ValueError("plant_shared_log needs at least one Pod name")
+    path = cluster.pod_logs_dir / namespace / f".shared-{container}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(cri_log(content, first=datetime.now(UTC), step=timedelta(milliseconds=1)))
+    # kwok finds a Logs object by the Pod's namespace and name only (ClusterLogs come from its
+    # static config), so each Pod gets a small one; all of them name the same file.
+    entries = [
+        {"containers": [container], "logsFile": str(path)},
+        {"logsFile": str(cluster.pod_logs_dir / EMPTY_LOG)},
+    ]
+    collection = f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs"
+
+    def create(pod: str) -> None:
+        body = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {"name": pod, "namespace": namespace},
+            "spec": {"logs": entries},
+        }
+        for _ in range(10):
+            status, data = cluster.request("POST", collection, body)
+            if status in (200, 201):
+                return
+            if status != 429 and status < 500:
+                raise ClusterError(
+                    f"kwok Logs {namespace}/{pod}: {status} {data[:1000].decode(errors='replace')}"
+                )
+            time.sleep(0.2)
+        raise ClusterError(f"kwok Logs {namespace}/{pod}: the API server kept refusing")
+
+    def served(pod: str) -> None:
+        remaining = max(deadline - time.monotonic(), 0.1)
+        _wait_served(
+            cluster, namespace=namespace, pod=pod, container=container, content=content, timeout=remaining
+        )
+
+    with ThreadPoolExecutor(max_workers=parallelism) as pool:
+        list(pool.map(create, pods))
+        deadline = time.monotonic() + timeout
+        list(pool.map(served, pods))
+    return path
+
+
+async def plant_shared_log(
+    *,
+    cluster: ControlPlane,
+    namespace: str,
+    pods: Sequence[str],
+    container: str,
+    content: bytes,
+    parallelism: int = 8,
+    timeout: float = 120.0,
+) -> Path:
+    """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` for every one of ``pods``.
+
+    The content is written once, to one file, and every Pod's ``Logs`` object points at it, so
+    thousands of Pods cost one file and one small object each, created ``parallelism`` at a time
+    (``plant_log`` writes a file per Pod and waits for each in turn). Works before the Pods exist,
+    like ``plant_log``; the other containers of these Pods print nothing. Returns once kwok serves
+    the content for every one of them.
+    """
+    return await asyncio.to_thread(
+        plant_shared_log_blocking,
+        cluster=cluster,
+        namespace=namespace,
+        pods=pods,
+        container=container,
+        content=content,
+        parallelism=parallelism,
+        timeout=timeout,
+    )

@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
-from agentihooks_swarm import errors, events, launch, records, store as store_
+from agentihooks_swarm import errors, events, launch, leadership, records, store as store_
 from agentihooks_swarm.kubernetes import diagnostics, labels
 
 logger = logging.getLogger(__name__)
@@ -38,15 +38,8 @@ List = Callable[..., Awaitable[list[dict[str, Any]]]]
 Delete = Callable[..., Awaitable[None]]
 
 
-class Guard(Protocol):
-    def check(self, *, before: str) -> None: ...
-
-
-class Unguarded:
-    """A guard for a single replica (tests, tools): always leads."""
-
-    def check(self, *, before: str) -> None:
-        return None
+Guard = leadership.Guard
+Unguarded = leadership.Unguarded
 
 
 class PassFailed(errors.SwarmError):

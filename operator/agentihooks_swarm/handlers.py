@@ -156,7 +156,12 @@ async def launch_execution(
         )
         try:
             hand = await launch.launch(
-                runtime=wired, attempt=attempt, swarm=swarm_spec, execution=execution, notify=notify
+                runtime=wired,
+                attempt=attempt,
+                swarm=swarm_spec,
+                execution=execution,
+                notify=notify,
+                guard=memo.leader,
             )
         except launch.ForeignPod as e:
             patch.status["phase"] = "Blocked"
@@ -166,6 +171,10 @@ async def launch_execution(
                 _condition(type_="Launched", status=False, reason="PodNameTaken", message=str(e)),
             )
             raise kopf.TemporaryError(f"{e}; remove that pod to let this execution launch", delay=60) from e
+        except leadership.NotLeader as e:
+            raise kopf.TemporaryError(
+                f"{e}; the leader takes over", delay=CONFIG.lease_duration_seconds / 3
+            ) from e
         except errors.ApiError as e:
             raise kopf.TemporaryError(f"Launch did not finish: {e}", delay=10) from e
         patch.status["attempt"] = generation

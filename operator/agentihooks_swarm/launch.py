@@ -19,7 +19,7 @@ import json
 import logging
 from typing import Any, Protocol
 
-from agentihooks_swarm import errors, events, metrics, records, resources
+from agentihooks_swarm import errors, events, leadership, metrics, records, resources
 from agentihooks_swarm.kubernetes import diagnostics, labels, pods
 
 logger = logging.getLogger(__name__)
@@ -258,9 +258,21 @@ def _describe(capture: records.StartupCapture) -> str:
     )
 
 
-async def remove_at_launch(*, runtime: Runtime, attempt: Attempt, uid: str, notify: events.Events) -> Removal:
-    """The spec's launch removal, once. Any failed step keeps the Pod (``removed: false``)."""
-    removal = await _remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=notify)
+async def remove_at_launch(
+    *,
+    runtime: Runtime,
+    attempt: Attempt,
+    uid: str,
+    notify: events.Events,
+    guard: leadership.Guard | None = None,
+) -> Removal:
+    """The spec's launch removal, once. Any failed step keeps the Pod (``removed: false``).
+
+    ``guard`` is checked before the Redis write and before the delete: a replica that lost the
+    lease raises ``NotLeader`` there and leaves both to the leader.
+    """
+    guard = guard or leadership.Unguarded()
+    removal = await _remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=notify, guard=guard)
     runtime.metrics.pods_removed.labels(path="launch", outcome="removed" if removal.removed else "kept").inc()
     if not removal.removed:
         logger.warning(
@@ -277,7 +289,7 @@ async def remove_at_launch(*, runtime: Runtime, attempt: Attempt, uid: str, noti
 
 
 async def _remove_at_launch(
-    *, runtime: Runtime, attempt: Attempt, uid: str, notify: events.Events
+    *, runtime: Runtime, attempt: Attempt, uid: str, notify: events.Events, guard: leadership.Guard
 ) -> Removal:
     client = runtime.pods
     try:
@@ -314,6 +326,7 @@ async def _remove_at_launch(
             labels={k: v for k, v in (metadata.get("labels") or {}).items() if k in attempt.labels},
             startup=capture,
         )
+        guard.check(before="storing the launch capture")
         try:
             await runtime.recorder.record_startup(
                 slug=attempt.slug, execution=attempt.execution, record=record
@@ -325,6 +338,7 @@ async def _remove_at_launch(
         notify.warning(
             reason="StartupRefused", message=f"Worker pod {attempt.pod_name}: {_describe(capture)}"
         )
+    guard.check(before=f"deleting pod {attempt.pod_name}")
     try:
         await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
     except errors.NotFound:
@@ -351,6 +365,7 @@ async def launch(
     swarm: resources.SwarmSpec,
     execution: resources.ExecutionSpec,
     notify: events.Events,
+    guard: leadership.Guard | None = None,
 ) -> records.HandResult:
     """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused."""
     pod = await ensure_pod(client=runtime.pods, attempt=attempt, worker=swarm.worker)
@@ -368,7 +383,7 @@ async def launch(
         return records.HandResult(generation=attempt.generation, handed=True, pod=attempt.pod_name)
     notify.warning(reason="HandRefused", message=f"The hand to {attempt.pod_name} was refused: {reason}.")
     removal = await remove_at_launch(
-        runtime=runtime, attempt=attempt, uid=pod["metadata"]["uid"], notify=notify
+        runtime=runtime, attempt=attempt, uid=pod["metadata"]["uid"], notify=notify, guard=guard
     )
     return records.HandResult(
         generation=attempt.generation,

@@ -20,7 +20,7 @@ import random
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from agentihooks_swarm import errors
 from agentihooks_swarm.kubernetes import pods
@@ -50,6 +50,19 @@ def _parse(value: Any) -> datetime.datetime | None:
 
 class NotLeader(errors.SwarmError):
     """This replica does not hold the lease; it must not write or delete."""
+
+
+class Guard(Protocol):
+    """Checked before each write and delete: raises :class:`NotLeader` when this replica may not act."""
+
+    def check(self, *, before: str) -> None: ...
+
+
+class Unguarded:
+    """A guard for a single replica (tests, tools): always leads."""
+
+    def check(self, *, before: str) -> None:
+        return None
 
 
 class Leadership:

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import events, launch, records, resources, store as store_
+from agentihooks_swarm import events, launch, leadership, records, resources, store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
@@ -623,3 +623,40 @@ async def test_each_hand_reason_triggers_launch_removal(
     assert hands == 1
     record = await store.read_startup(slug=SLUG, execution="e1")
     assert record is not None and record.startup.containers[0].terminated["exitCode"] == 78
+
+
+class LosesLeadershipBefore:
+    def __init__(self, step: str) -> None:
+        self.step = step
+
+    def check(self, *, before: str) -> None:
+        if before.startswith(self.step):
+            raise leadership.NotLeader(f"lost the lease before {before}")
+
+
+@pytest.mark.parametrize("step", ["storing the launch capture", "deleting pod"])
+async def test_launch_removal_stops_before_a_write_or_delete_without_the_lease(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+    step: str,
+) -> None:
+    attempt = attempt_for(namespace)
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        with pytest.raises(leadership.NotLeader):
+            await launch.remove_at_launch(
+                runtime=runtime,
+                attempt=attempt,
+                uid=pod["metadata"]["uid"],
+                notify=events.Collected(),
+                guard=LosesLeadershipBefore(step),
+            )
+    assert fault_proxy.count(method="DELETE") == 0
+    assert await pod_exists(admin_api, attempt)
+    stored = await store.read_startup(slug=SLUG, execution="e1")
+    assert (stored is not None) is (step == "deleting pod")

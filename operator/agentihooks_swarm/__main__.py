@@ -70,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             cli.main(["run", "-m", "agentihooks_swarm.handlers", *_scope(argv[1:])], standalone_mode=False)
             or 0
         )
+    if argv[:1] == ["worker"]:
+        from agentihooks_swarm import worker
+
+        return worker.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="agentihooks-swarm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

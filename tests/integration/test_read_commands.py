@@ -1,0 +1,152 @@
+"""The spec's read commands and the records command, on real records in the real Redis, and the
+worker's reporting CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import cleanup, errors, settings, store as store_
+from tests.integration.test_cleanup import run_pass
+from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.proxy import FaultProxy
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+
+#: The spec's second and third read commands, with this package's module path.
+READ_RETAINED = """
+import json, sys
+from agentihooks_swarm.store import connect
+store = connect()
+kept = json.loads(store.redis.hget(store.key(sys.argv[1], "attempt-retained"), sys.argv[2]))
+print(json.dumps(kept["removed"]["pods"], indent=2))
+"""
+READ_JOURNAL = """
+import json, sys
+from agentihooks_swarm.store import connect
+store = connect()
+journal = json.loads(store.redis.hget(store.key(sys.argv[1], "cleanup-journal"), sys.argv[2]))
+print(json.dumps(journal["pinned"]["pods"], indent=2))
+"""
+
+
+async def run(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")},
+        "AGENTIHOOKS_SWARM_REDIS_URL": redis_url,
+    }
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, *args], env=env, capture_output=True, text=True, check=False
+    )
+
+
+async def test_journal_and_retained_read_commands(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    attempt = attempt_for(namespace)
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
+    kubeconfig = fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
+    fault_proxy.fail(status=403, path=r".*/log$", times=1)
+    async with runtime_for(kubeconfig) as runtime:
+        with pytest.raises(cleanup.PassFailed):
+            await run_pass(runtime, store, attempt)
+
+        journal = await run(redis_url, "-c", READ_JOURNAL, SLUG, attempt.execution)
+        assert journal.returncode == 0, journal.stderr
+        assert json.loads(journal.stdout) == [
+            {"name": attempt.pod_name, "uid": pod["metadata"]["uid"], "log_reads": 1}
+        ]
+        view = await run(redis_url, "-m", "agentihooks_swarm", "records", "journal", SLUG, attempt.execution)
+        assert json.loads(view.stdout) == json.loads(journal.stdout)
+
+        await run_pass(runtime, store, attempt)
+
+    retained = await run(redis_url, "-c", READ_RETAINED, SLUG, attempt.execution)
+    assert retained.returncode == 0, retained.stderr
+    [entry] = json.loads(retained.stdout)
+    assert (entry["name"], entry["outcome"], entry["log_reads"]) == (attempt.pod_name, "deleted", 1)
+    assert entry["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
+    view = await run(redis_url, "-m", "agentihooks_swarm", "records", "retained", SLUG, attempt.execution)
+    assert json.loads(view.stdout) == json.loads(retained.stdout)
+    full = await run(
+        redis_url, "-m", "agentihooks_swarm", "records", "retained", "--full", SLUG, attempt.execution
+    )
+    assert set(json.loads(full.stdout)) == {"execution", "final", "watermark", "archived", "removed"}
+    gone = await run(redis_url, "-m", "agentihooks_swarm", "records", "journal", SLUG, attempt.execution)
+    assert gone.returncode == 1
+    assert "final cleanup in progress" in gone.stderr and "try `records retained`" in gone.stderr
+
+
+async def test_worker_cli_reports_heartbeats_and_the_first_outcome(
+    redis_url: str, store: store_.AsyncStore
+) -> None:
+    worker_env = ("--slug", SLUG, "--execution", "e9", "--generation", "1")
+    beat = await run(
+        redis_url,
+        "-m",
+        "agentihooks_swarm",
+        "worker",
+        *worker_env,
+        "heartbeat",
+        "--transcript",
+        "100",
+        "--archived",
+        "60",
+    )
+    assert beat.returncode == 0, beat.stderr
+    older = await run(
+        redis_url,
+        "-m",
+        "agentihooks_swarm",
+        "worker",
+        *worker_env,
+        "heartbeat",
+        "--transcript",
+        "90",
+        "--archived",
+        "10",
+    )
+    assert older.returncode == 0, older.stderr
+    heartbeat = await store.read_heartbeat(slug=SLUG, execution="e9")
+    assert heartbeat is not None and (heartbeat.transcript, heartbeat.archived) == (
+        100,
+        60,
+    )  # Never backwards.
+    first = await run(redis_url, "-m", "agentihooks_swarm", "worker", *worker_env, "outcome", "--success")
+    second = await run(redis_url, "-m", "agentihooks_swarm", "worker", *worker_env, "outcome", "--failure")
+    assert (first.stdout.strip(), second.stdout.strip()) == ("outcome stored", "an earlier outcome is kept")
+    outcome = await store.read_outcome(slug=SLUG, execution="e9")
+    assert outcome is not None and outcome.success is True
+    missing = await run(
+        redis_url, "-m", "agentihooks_swarm", "worker", "heartbeat", "--transcript", "1", "--archived", "1"
+    )
+    assert missing.returncode == 2 and "--slug and --execution are required" in missing.stderr
+
+
+async def test_password_protected_redis(tmp_path: Path) -> None:
+    with RedisServer(password="s3cret") as server:
+        bare = server.url.replace(":s3cret@", "")
+        async with store_.open_store(settings.Settings(redis_url=bare, redis_password="s3cret")) as opened:
+            await opened.ping()
+        with store_.connect(settings.Settings(redis_url=server.url)).redis as sync:
+            assert sync.ping() is True
+        async with store_.open_store(settings.Settings(redis_url=bare)) as anonymous:
+            with pytest.raises(errors.StoreUnavailable, match="Redis"):
+                await anonymous.ping()

@@ -30,7 +30,7 @@ done
 tmp="$cache_root/cluster-$key/bin.partial"
 rm -rf "$tmp"
 mkdir -p "$tmp"
-echo "build.sh: building ${tools[*]} for Kubernetes $k8s_version into $bin (first run only; ~20 min on 2 cores)" >&2
+echo "build.sh: building ${tools[*]} for Kubernetes $k8s_version into $bin (first run only; about 10 min on 2 cores)" >&2
 start=$(date +%s)
 (
   cd "$here"

@@ -7,9 +7,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${AGENTIHOOKS_SWARM_CACHE:-$HOME/.cache/agentihooks-swarm}"
-key="$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/etcd/main.go" | sha256sum | cut -c1-16)"
-bin="$cache_root/cluster-$key/bin"
 tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm)
+# What decides the binaries: the pins, our etcd main, the tool list and the build flags below
+# (RECIPE); edit RECIPE's version when changing how they are built. Comments and messages don't count.
+RECIPE="v1 tools=${tools[*]} flags=-trimpath,-s,-w,CGO_ENABLED=0,version-ldflags"
+key="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go"; echo "$RECIPE"; } | sha256sum | cut -c1-16)"
+bin="$cache_root/cluster-$key/bin"
 
 complete=1
 for tool in "${tools[@]}"; do [ -x "$bin/$tool" ] || complete=0; done

@@ -103,6 +103,12 @@ def pod_body(*, attempt: Attempt, worker: resources.WorkerTemplate) -> dict[str,
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
+        # Pod Security "restricted" by default; the template may add a runAsUser for root images.
+        "securityContext": {
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+            **worker.security_context,
+        },
         "containers": [container],
         "volumes": [{"name": "grant", "configMap": {"name": grant, "optional": False}}],
     }

@@ -42,6 +42,7 @@ class WorkerTemplate(_Spec):
     annotations: dict[str, str] = pydantic.Field(default_factory=dict)
     labels: dict[str, str] = pydantic.Field(default_factory=dict)
     service_account_name: str | None = pydantic.Field(default=None, alias="serviceAccountName")
+    security_context: dict[str, Any] = pydantic.Field(default_factory=dict, alias="securityContext")
 
 
 class SwarmSpec(_Spec):

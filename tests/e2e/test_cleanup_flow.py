@@ -296,8 +296,16 @@ async def test_two_replicas_capture_and_delete_once(
 ) -> None:
     proxy = threaded_fault_proxy
     kubeconfig = proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-    first = operator(kubeconfig=kubeconfig, namespace=namespace)
-    second = operator(kubeconfig=kubeconfig, namespace=namespace)
+    # As the chart runs them: kopf peering on, the Lease deciding which replica's handlers run.
+    await client.CustomObjectsApi(admin_api).create_namespaced_custom_object(
+        "kopf.dev",
+        "v1",
+        namespace,
+        "kopfpeerings",
+        {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "pair"}},
+    )
+    first = operator(kubeconfig=kubeconfig, namespace=namespace, peering="pair")
+    second = operator(kubeconfig=kubeconfig, namespace=namespace, peering="pair")
     slug = "pair"
     executions = [f"pair-{i}" for i in range(4)]
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=78, reason="Error", run_for="1s")
@@ -325,3 +333,8 @@ async def test_two_replicas_capture_and_delete_once(
     assert proxy.count(method="POST", path=f"/api/v1/namespaces/{namespace}/pods") == len(executions)
     leaders = [p for p in (first, second) if "now holds the lease" in p.log()]
     assert len(leaders) == 1
+    [standby] = [p for p in (first, second) if p not in leaders]
+    # kopf peering held the standby's Execution watch paused; only the leader resumed.
+    assert "Pausing the watch-stream for executions" in standby.log()
+    assert "Resuming operations" not in standby.log()
+    assert "Resuming operations" in leaders[0].log()

@@ -62,8 +62,16 @@ def _scope(args: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except settings_.InvalidSettings as e:
+        print(f"agentihooks-swarm: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
+        settings_.Settings.from_env()  # Fail here, in one line, rather than inside kopf.
         from kopf import cli  # The operator's own CLI; imported late so `records` stays light.
 
         return int(

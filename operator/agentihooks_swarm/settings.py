@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 import pydantic
 
+from agentihooks_swarm import errors
+
 PREFIX = "AGENTIHOOKS_SWARM_"
 
 
@@ -77,4 +79,15 @@ class Settings(pydantic.BaseModel):
             for name in cls.model_fields
             if environ.get(PREFIX + name.upper(), "") != ""
         }
-        return cls.model_validate(values)
+        try:
+            return cls.model_validate(values)
+        except pydantic.ValidationError as e:
+            problems = "; ".join(
+                f"{PREFIX}{str(error['loc'][0]).upper()}={error.get('input')!r}: {error['msg']}"
+                for error in e.errors()
+            )
+            raise InvalidSettings(f"Invalid settings: {problems}") from e
+
+
+class InvalidSettings(errors.SwarmError, ValueError):
+    """An ``AGENTIHOOKS_SWARM_*`` variable has a value the operator cannot use."""

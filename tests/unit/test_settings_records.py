@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pydantic
 import pytest
 
 from agentihooks_swarm import records, resources, settings, store
@@ -27,8 +26,10 @@ def test_settings_from_env_reads_prefixed_variables() -> None:
     )
 
 
-def test_settings_reject_bad_values() -> None:
-    with pytest.raises(pydantic.ValidationError):
+def test_settings_reject_bad_values_naming_the_variable() -> None:
+    with pytest.raises(
+        settings.InvalidSettings, match="AGENTIHOOKS_SWARM_METRICS_PORT='seventy': Input should be"
+    ):
         settings.Settings.from_env({"AGENTIHOOKS_SWARM_METRICS_PORT": "seventy"})
 
 

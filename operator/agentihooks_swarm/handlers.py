@@ -100,7 +100,9 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
     try:
         await store.ping()
     except errors.StoreUnavailable as e:
-        logger.error("%s. Captures cannot be stored until it is back; refused pods will be kept.", e)
+        logger.error(
+            "%s; captures cannot be stored until it is back, so refused pods are kept.", str(e).rstrip(".")
+        )
     logger.info("agentihooks-swarm started (namespace: %s).", config.namespace or "all")
 
 

@@ -148,8 +148,8 @@ class Leadership:
                 lease["spec"] = spec
                 await self._client.replace_lease(namespace=self.namespace, body=lease)
         except errors.ApiError as e:
-            if self.holds():
-                logger.warning("Could not renew the lease %s/%s: %s", self.namespace, self.name, e)
+            verb = "renew" if self.holds() else "acquire"
+            logger.warning("Could not %s the lease %s/%s: %s", verb, self.namespace, self.name, e)
             return self.holds()  # Keep what we had until it runs out; never extend it on failure.
         was = self.holds()
         self._held_until = sent_at + self.duration - self.margin

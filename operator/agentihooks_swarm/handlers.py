@@ -33,6 +33,12 @@ GROUP = resources.GROUP
 VERSION = resources.VERSION
 #: Read once, at import: kopf's decorators below need the cleanup interval.
 CONFIG = settings_.Settings.from_env()
+#: Launches and cleanup passes in progress at once; the others wait for a turn (``memo.gate``).
+#: Unbounded, a burst of Executions (2000 at once in ``make bench``) queued thousands of requests
+#: behind the API client's connection limit and Redis' connection pool: requests timed out while
+#: still queued, Redis answered "Too many connections", the Lease renewal timed out too, and
+#: every handler was retried (docs/benchmarks.md). A turn is waited for without a deadline.
+CONCURRENCY = 32
 
 
 def _now() -> str:
@@ -89,6 +95,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
         duration=config.lease_duration_seconds,
     )
     memo.leader = leader
+    memo.gate = asyncio.Semaphore(CONCURRENCY)
     await leader.attempt()  # Decide before kopf's peering starts, so the leader never pauses.
     settings.peering.priority = leader.priority
 
@@ -120,7 +127,12 @@ async def stop(memo: Any, **_: Any) -> None:
 
 
 @kopf.on.create(GROUP, VERSION, "executions")
-async def launch_execution(
+async def launch_execution(memo: Any, **kwargs: Any) -> None:
+    async with memo.gate:  # See CONCURRENCY.
+        await _launch(memo=memo, **kwargs)
+
+
+async def _launch(
     name: str,
     namespace: str | None,
     spec: Any,
@@ -296,16 +308,17 @@ async def _advance(
     slug = str(spec.get("swarm"))
     attempt = launch.Attempt(namespace=namespace, slug=slug, execution=name, generation=generation)
     try:
-        progress = await attempts.advance(
-            runtime=memo.runtime,
-            store=memo.store,
-            guard=memo.leader,
-            attempt=attempt,
-            hand=hand,
-            cancelled=cancelled,
-            deadline_seconds=CONFIG.archive_deadline_seconds,
-            notify=events.KopfEvents(body=body),
-        )
+        async with memo.gate:  # See CONCURRENCY.
+            progress = await attempts.advance(
+                runtime=memo.runtime,
+                store=memo.store,
+                guard=memo.leader,
+                attempt=attempt,
+                hand=hand,
+                cancelled=cancelled,
+                deadline_seconds=CONFIG.archive_deadline_seconds,
+                notify=events.KopfEvents(body=body),
+            )
     except leadership.NotLeader:
         return None
     except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:

@@ -73,6 +73,7 @@ run: $(STAMP) ## Run the operator locally against KUBECONFIG (kopf run), e.g. af
 
 .PHONY: bench
 bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000; writes docs/benchmarks.md
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m tests.bench
 
 .PHONY: clean

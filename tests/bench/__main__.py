@@ -1,0 +1,137 @@
+"""``python -m tests.bench [--sizes 100,500,2000] [--out docs]``: run every measurement, write the report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from tests.bench import report
+from tests.bench.run import Mode, Result, Run, Scenario, remove_namespace
+from tests.support import crds
+from tests.support.cluster import STATE_ENV, ControlPlane, build, start
+from tests.support.redis_server import RedisServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _plan(
+    sizes: Sequence[int], scenarios: Sequence[Scenario], wanted: Sequence[str]
+) -> list[tuple[Scenario, Mode, int]]:
+    """Capture and baseline side by side at each N; which goes first alternates, to spread drift."""
+    plan: list[tuple[Scenario, Mode, int]] = []
+    for index, n in enumerate(sizes):
+        for scenario in scenarios:
+            modes: tuple[Mode, Mode] = ("capture", "baseline") if index % 2 == 0 else ("baseline", "capture")
+            plan.extend((scenario, mode, n) for mode in modes if mode in wanted)
+    return plan
+
+
+def _cluster(workdir: Path) -> tuple[ControlPlane, bool]:
+    state = os.environ.get(STATE_ENV)
+    if state:
+        plane = ControlPlane.load(Path(state))
+        if not plane.healthy():
+            raise SystemExit(f"{STATE_ENV}={state}: that cluster is not healthy")
+        return plane, False
+    return start(workdir=workdir / "control-plane", bin_dir=build()), True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument("--sizes", default="100,500,2000", help="comma-separated N values")
+    parser.add_argument("--scenarios", default="A,B", help="A (refused at launch), B (failed after the hand)")
+    parser.add_argument("--modes", default="capture,baseline", help="capture, baseline (both by default)")
+    parser.add_argument(
+        "--profile", action="store_true", help="sample the operator with py-spy (pip install py-spy)"
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "docs", help="where benchmarks.md/.png go")
+    parser.add_argument(
+        "--from-results", type=Path, help="write the report again from a run's results.json, measure nothing"
+    )
+    args = parser.parse_args(argv)
+    if args.from_results is not None:
+        saved = json.loads(args.from_results.read_text())
+        _write(
+            [Result(**r) for r in saved["results"]],
+            args.out,
+            machine=saved["machine"],
+            command=saved["command"],
+            elapsed=saved["elapsed"],
+            workdir=args.from_results.parent,
+        )
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    scenarios: list[Scenario] = [s for s in ("A", "B") if s in args.scenarios.split(",")]
+    command = (
+        "make bench"
+        if argv is None and os.environ.get("MAKELEVEL")
+        else shlex.join(["python", "-m", "tests.bench", *(sys.argv[1:] if argv is None else argv)])
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="agentihooks-swarm-bench-"))
+    print(f"bench: work directory {workdir} (operator logs, Redis MONITOR streams, results.json)")
+    machine = report.machine()
+    began = time.monotonic()
+    cluster, owned = _cluster(workdir)
+    results: list[Result] = []
+    namespaces: list[str] = []
+    try:
+        crds.apply(cluster)
+        with RedisServer() as redis_server:
+            for scenario, mode, n in _plan(sizes, scenarios, args.modes.split(",")):
+                run = Run(
+                    cluster=cluster,
+                    redis_server=redis_server,
+                    workdir=workdir,
+                    scenario=scenario,
+                    mode=mode,
+                    n=n,
+                    profile=args.profile,
+                )
+                started = time.monotonic()
+                try:
+                    results.append(asyncio.run(run.perform()))
+                finally:
+                    namespaces.extend([run.namespace] if run.namespace else [])
+                took = time.monotonic() - started
+                print(f"bench: {report.one_line(results[-1])} ({took:.0f}s with setup)", flush=True)
+                saved = {
+                    "machine": machine,
+                    "command": command,
+                    "elapsed": time.monotonic() - began,
+                    "results": [asdict(r) for r in results],
+                }
+                (workdir / "results.json").write_text(json.dumps(saved, indent=1))
+    finally:
+        if owned:
+            cluster.stop()
+        else:
+            for namespace in namespaces:
+                asyncio.run(remove_namespace(cluster, namespace))
+    _write(
+        results, args.out, machine=machine, command=command, elapsed=time.monotonic() - began, workdir=workdir
+    )
+    return 0
+
+
+def _write(
+    results: list[Result], out: Path, *, machine: dict[str, str], command: str, elapsed: float, workdir: Path
+) -> None:
+    print(report.table(results))
+    out.mkdir(parents=True, exist_ok=True)
+    report.plot(results, out / "benchmarks.png")
+    text = report.document(results, machine=machine, command=command, elapsed=elapsed, workdir=workdir)
+    (out / "benchmarks.md").write_text(text)
+    print(f"bench: wrote benchmarks.md and benchmarks.png to {out} ({elapsed / 60:.1f} min in all)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

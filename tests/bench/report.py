@@ -1,0 +1,601 @@
+"""Figures from the runs: the console table, ``docs/benchmarks.md`` and ``docs/benchmarks.png``."""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import math
+import os
+import platform
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from tests.bench.run import CHART_DEFAULTS, CREATE_PARALLELISM, QUIET_SECONDS, RUN_FOR, Result, Scenario
+from tests.support.cluster import KUBERNETES_VERSION
+
+NOTES: Final = Path(__file__).with_name("notes.md")
+
+# -- targets --------------------------------------------------------------------------------------
+
+RATIO_TARGET: Final = 1.3
+THROUGHPUT_TARGET: Final = 50.0
+RSS_TARGET_MIB: Final = 150.0
+RSS_TARGET_N: Final = 2000
+
+#: What the spec needs per refused Pod (one terminated container): re-read, log read, delete.
+MINIMUM: Final = {
+    "GET /api/v1/namespaces/{ns}/pods/{pod}": 1.0,
+    "GET /api/v1/namespaces/{ns}/pods/{pod}/log": 1.0,
+    "DELETE /api/v1/namespaces/{ns}/pods/{pod}": 1.0,
+}
+LOG_READ: Final = "GET /api/v1/namespaces/{ns}/pods/{pod}/log"
+
+#: Why each request is made, per scenario. A call the bench sees without a reason is flagged.
+WHY: Final[dict[tuple[Scenario, str], str]] = {
+    ("A", "GET /api/v1/namespaces/{ns}/pods/{pod}"): (
+        "1 is the spec's re-read (launch removal, step 1); 1 is the adoption read: the launch "
+        "creates the Pod first, the planted Pod answers 409, and the Pod is read to check its "
+        "labels before it is adopted. Without a planted Pod (the usual launch) there is no adoption read"
+    ),
+    ("B", "GET /api/v1/namespaces/{ns}/pods/{pod}"): (
+        "1 is the finality check (attempts.advance reads the Pod to see it Failed); 1 is cleanup's "
+        "re-read of the pinned Pod (the spec's: same UID and labels?) in the same pass, "
+        "milliseconds later: avoidable by handing the first read on, see the notes"
+    ),
+    ("A", "POST /api/v1/namespaces/{ns}/pods"): (
+        "the launch creates the worker Pod (create-or-adopt); the planted Pod answers 409 AlreadyExists"
+    ),
+    ("B", "POST /api/v1/namespaces/{ns}/pods"): "the launch creates the worker Pod",
+    ("B", "POST /api/v1/namespaces/{ns}/configmaps"): "the hand: the grant ConfigMap (owned by the Pod)",
+    ("A", "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}"): (
+        "the launch reads the Swarm: its registration decides the hand, its template the Pod"
+    ),
+    ("A", "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{execution}"): (
+        "kopf: adds its finalizer (the Execution has a delete handler), then records the handled "
+        "spec (the last-handled-configuration annotation) after the create handler"
+    ),
+    ("A", "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{execution}/status"): (
+        "the hand result (phase, hand, conditions), then the final cleanup's outcome (phase Done, cleanup)"
+    ),
+    ("A", "POST /api/v1/namespaces/{ns}/events"): (
+        "the README's Events: HandRefused, StartupRefused (capture only: it quotes the captured log "
+        "line), CleanupFinished"
+    ),
+    (
+        "B",
+        "POST /api/v1/namespaces/{ns}/events",
+    ): "the README's Events: Handed, AttemptFinal, CleanupFinished",
+    ("A", "GET /api/v1/namespaces/{ns}/pods?labelSelector={attempt}"): (
+        "final cleanup pins the attempt's Pods in cleanup-journal (it runs for every final attempt; "
+        "in A it finds the Pod already removed by launch removal)"
+    ),
+    ("A", "GET /api/v1/namespaces/{ns}/services?labelSelector={attempt}"): (
+        "final cleanup pins the attempt's Services (the terminal Service, when the template has a port)"
+    ),
+    ("A", "GET /api/v1/namespaces/{ns}/pods?fieldSelector=metadata.name={name}"): (
+        "a 404 on a read or delete is believed only when a list agrees (rare: a race with kwok)"
+    ),
+}
+for _key in list(WHY):
+    if _key[0] == "A" and ("B", _key[1]) not in WHY:
+        WHY[("B", _key[1])] = WHY[_key]
+MINIMUM_WHY: Final = {
+    "GET /api/v1/namespaces/{ns}/pods/{pod}/log": "minimum: the log of the one terminated container",
+    "DELETE /api/v1/namespaces/{ns}/pods/{pod}": "minimum: the delete by pinned UID",
+}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
+
+
+def latencies(result: Result) -> list[float]:
+    """The headline latency: refusal to record stored (capture), refusal to Pod gone (baseline)."""
+    return result.latency_record if result.mode == "capture" else result.latency_gone
+
+
+def machine() -> dict[str, str]:
+    info = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "unknown")
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total_kib = next((int(line.split()[1]) for line in meminfo if line.startswith("MemTotal")), 0)
+    kopf = importlib.import_module("kopf")
+    try:
+        redis_version = subprocess.run(
+            ["redis-server", "--version"], capture_output=True, text=True, check=False
+        ).stdout.split()[2]
+    except (OSError, IndexError):
+        redis_version = "unknown"
+    return {
+        "nproc": subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip(),
+        "memory": f"{total_kib / 1024 / 1024:.1f} GiB (MemTotal {total_kib} kB)",
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "kopf": str(getattr(kopf, "__version__", "unknown")),
+        "kubernetes-asyncio": importlib.import_module("kubernetes_asyncio").__version__,
+        "redis-server": redis_version.removeprefix("v="),
+        "kubernetes": KUBERNETES_VERSION,
+        "load": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _seconds(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
+
+
+def one_line(result: Result) -> str:
+    lat = latencies(result)
+    return (
+        f"{result.scenario} {result.mode:<8} N={result.n:<5} wall {result.wall_seconds:6.1f}s "
+        f"{result.throughput:6.1f} pods/s p50/p95/p99 {_seconds(percentile(lat, 50))}/"
+        f"{_seconds(percentile(lat, 95))}/{_seconds(percentile(lat, 99))}s RSS {result.peak_rss_mib:.0f} MiB "
+        f"CPU {result.cpu_seconds:.1f}s API/pod {sum(result.api_per_pod.values()):.2f} "
+        f"Redis cmds/pod {sum(result.redis_per_pod.values()):.2f}"
+        + (f" [{'; '.join(result.notes)}]" if result.notes else "")
+    )
+
+
+def _ratio(results: Sequence[Result], result: Result) -> float | None:
+    if result.mode != "capture":
+        return None
+    other = next((r for r in results if r.key == (result.scenario, result.n, "baseline")), None)
+    return result.wall_seconds / other.wall_seconds if other and other.wall_seconds > 0 else None
+
+
+def _row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _header(names: Sequence[str], align: str) -> list[str]:
+    """A Markdown table header; ``align`` has an ``l`` or ``r`` per column."""
+    return [_row(names), _row(["---:" if a == "r" else "---" for a in align])]
+
+
+def table(results: Sequence[Result]) -> str:
+    """The main table as Markdown (also printed to the console)."""
+    rows = _header(
+        [
+            "Scenario", "N", "Mode", "Wall s", "Pods/s", "Wall c/b", "p50 s", "p95 s", "p99 s",
+            "API req/Pod", "Redis cmd/Pod", "Record bytes", "Redis used_memory", "Peak RSS MiB", "CPU s",
+        ],
+        "lrl" + "r" * 12,
+    )  # fmt: skip
+    for r in results:
+        lat = latencies(r)
+        ratio = _ratio(results, r)
+        rows.append(
+            _row(
+                [
+                    r.scenario,
+                    r.n,
+                    r.mode + ("" if r.complete else " ⚠ incomplete"),
+                    f"{r.wall_seconds:.1f}",
+                    f"{r.throughput:.1f}",
+                    f"{ratio:.2f}" if ratio is not None else "",
+                    _seconds(percentile(lat, 50)),
+                    _seconds(percentile(lat, 95)),
+                    _seconds(percentile(lat, 99)),
+                    f"{sum(r.api_per_pod.values()):.2f}",
+                    f"{sum(r.redis_per_pod.values()):.2f}",
+                    f"{r.record_bytes:.0f}",
+                    f"{r.redis_used_memory / 1024 / 1024:.2f} MiB",
+                    f"{r.peak_rss_mib:.0f}",
+                    f"{r.cpu_seconds:.1f}",
+                ]
+            )
+        )
+    return "\n".join(rows)
+
+
+# -- the plot -------------------------------------------------------------------------------------
+
+
+def plot(results: Sequence[Result], path: Path) -> None:
+    """Latency percentiles and throughput against N, capture against baseline, per scenario."""
+    # matplotlib is the optional `bench` extra: imported by name so that `make lint` (without the
+    # extra) needs no stubs for it.
+    matplotlib: Any = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    pyplot: Any = importlib.import_module("matplotlib.pyplot")
+    scenarios = sorted({r.scenario for r in results})
+    sizes = sorted({r.n for r in results})
+    titles = {"A": "A: refused at launch", "B": "B: failed after the hand (final cleanup)"}
+    figure, axes = pyplot.subplots(len(scenarios), 2, figsize=(13, 4.8 * len(scenarios)), squeeze=False)
+    for row, scenario in enumerate(scenarios):
+        left, right = axes[row]
+        for mode, style, marker in (("capture", "-", "o"), ("baseline", "--", "s")):
+            chosen = sorted(
+                (r for r in results if r.scenario == scenario and r.mode == mode), key=lambda r: r.n
+            )
+            if not chosen:
+                continue
+            xs = [r.n for r in chosen]
+            for q, colour in ((50, "tab:blue"), (95, "tab:orange"), (99, "tab:red")):
+                ys = [percentile(latencies(r), q) for r in chosen]
+                left.plot(xs, ys, style, marker=marker, color=colour, label=f"{mode} p{q}")
+            colour = "tab:green" if mode == "capture" else "tab:gray"
+            right.plot(xs, [r.throughput for r in chosen], style, marker=marker, color=colour, label=mode)
+        for axis in (left, right):
+            axis.set_xscale("log")
+            axis.set_xticks(sizes, labels=[str(n) for n in sizes])
+            axis.minorticks_off()
+            axis.set_xlabel("N (refused Pods per run)")
+            axis.grid(True, alpha=0.3)
+        left.set_ylim(bottom=0)
+        left.set_ylabel("seconds")
+        left.set_title(
+            f"{titles[scenario]}: latency from refusal to\n"
+            "record stored (capture, solid) / Pod gone (baseline, dashed)",
+            fontsize=10,
+        )
+        left.legend(fontsize=8, ncol=2)
+        right.axhline(THROUGHPUT_TARGET, color="black", linewidth=0.8, linestyle=":", label="target: 50/s")
+        right.set_ylim(bottom=0)
+        right.set_ylabel("refused Pods handled per second")
+        right.set_title(f"{titles[scenario]}: throughput, N / wall time", fontsize=10)
+        right.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)
+
+
+# -- the document ---------------------------------------------------------------------------------
+
+
+def _targets(results: Sequence[Result]) -> list[str]:
+    captures = [r for r in results if r.mode == "capture"]
+    lines = _header(["Target", "Measured", "Met?"], "lll")
+    ratios = [(r, _ratio(results, r)) for r in captures]
+    worst = max((x for _, x in ratios if x is not None), default=math.nan)
+    lines.append(
+        _row(
+            [
+                f"capture/baseline wall-time ratio ≤ {RATIO_TARGET}",
+                ", ".join(f"{r.scenario} N={r.n}: {x:.2f}" for r, x in ratios if x is not None),
+                "met" if worst <= RATIO_TARGET else "**missed**",
+            ]
+        )
+    )
+    extras: list[str] = []
+    for scenario in sorted({r.scenario for r in captures}):
+        for n in sorted({r.n for r in captures if r.scenario == scenario}):
+            extra = _capture_extras(results, scenario, n)
+            if extra:
+                extras.append(f"{scenario} N={n}: " + ", ".join(f"{c} +{v:.2f}" for c, v in extra.items()))
+    beyond = sorted({_beyond(r) for r in captures})
+    lines.append(
+        _row(
+            [
+                "no extra API call per Pod beyond the minimum (re-read, log read, delete)",
+                "the capture adds, per Pod, beyond its log read: "
+                + ("; ".join(extras) if extras else "nothing")
+                + f". The whole per-Pod path makes {', '.join(f'{b:.2f}' for b in beyond)} requests beyond "
+                "the minimum of 3 in both modes (table below)",
+                "**missed**" if extras or any(b > 0.5 for b in beyond) else "met",
+            ]
+        )
+    )
+    slow = [r for r in captures if r.throughput < THROUGHPUT_TARGET]
+    lines.append(
+        _row(
+            [
+                f"≥ {THROUGHPUT_TARGET:.0f} refused Pods per second",
+                ", ".join(f"{r.scenario} N={r.n}: {r.throughput:.1f}" for r in captures),
+                "met" if not slow else "**missed**",
+            ]
+        )
+    )
+    big = [r for r in captures if r.n == RSS_TARGET_N]
+    lines.append(
+        _row(
+            [
+                f"operator peak RSS ≤ {RSS_TARGET_MIB:.0f} MiB at N = {RSS_TARGET_N}",
+                ", ".join(f"{r.scenario}: {r.peak_rss_mib:.0f} MiB" for r in big) or "not measured",
+                "not measured"
+                if not big
+                else ("met" if all(r.peak_rss_mib <= RSS_TARGET_MIB for r in big) else "**missed**"),
+            ]
+        )
+    )
+    return lines
+
+
+def _pair(results: Sequence[Result], scenario: str, n: int) -> tuple[Result | None, Result | None]:
+    capture = next((r for r in results if r.key == (scenario, n, "capture")), None)
+    baseline = next((r for r in results if r.key == (scenario, n, "baseline")), None)
+    return capture, baseline
+
+
+def _capture_extras(results: Sequence[Result], scenario: str, n: int) -> dict[str, float]:
+    """Requests per Pod the capture run made beyond the baseline run's, its log read left out."""
+    capture, baseline = _pair(results, scenario, n)
+    if capture is None or baseline is None:
+        return {}
+    extra = {}
+    for call, value in capture.api_per_pod.items():
+        more = (
+            value
+            - baseline.api_per_pod.get(call, 0.0)
+            - (MINIMUM.get(call, 0.0) if call == LOG_READ else 0.0)
+        )
+        if more >= 0.05:
+            extra[call] = more
+    return extra
+
+
+def _beyond(result: Result) -> float:
+    return sum(result.api_per_pod.values()) - sum(MINIMUM.values())
+
+
+def _api_table(results: Sequence[Result], scenario: Scenario) -> list[str]:
+    n = max((r.n for r in results if r.scenario == scenario), default=0)
+    capture, baseline = _pair(results, scenario, n)
+    calls = sorted({*(capture.api_per_pod if capture else {}), *(baseline.api_per_pod if baseline else {})})
+    lines = [f"Scenario {scenario}, N = {n}, requests per refused Pod:", ""]
+    lines += _header(["Request", "Capture", "Baseline", "Minimum", "Why"], "lrrrl")
+    for call in calls:
+        why = MINIMUM_WHY.get(call) or WHY.get((scenario, call)) or "**not explained**"
+        lines.append(
+            _row(
+                [
+                    f"`{call}`",
+                    f"{capture.api_per_pod.get(call, 0.0):.2f}" if capture else "",
+                    f"{baseline.api_per_pod.get(call, 0.0):.2f}" if baseline else "",
+                    f"{MINIMUM.get(call, 0.0):.0f}",
+                    why,
+                ]
+            )
+        )
+    total_c = sum(capture.api_per_pod.values()) if capture else math.nan
+    total_b = sum(baseline.api_per_pod.values()) if baseline else math.nan
+    lines.append(_row(["**total**", f"{total_c:.2f}", f"{total_b:.2f}", f"{sum(MINIMUM.values()):.0f}", ""]))
+    return lines
+
+
+def _growth(results: Sequence[Result]) -> list[str]:
+    sizes = sorted({r.n for r in results})
+    metrics: list[tuple[str, Callable[[Result], float], str]] = [
+        ("wall s", lambda r: r.wall_seconds, "{:.1f}"),
+        ("Pods/s", lambda r: r.throughput, "{:.1f}"),
+        ("p99 s", lambda r: percentile(latencies(r), 99), "{:.2f}"),
+        ("API req/Pod", lambda r: sum(r.api_per_pod.values()), "{:.2f}"),
+        ("Redis cmd/Pod", lambda r: sum(r.redis_per_pod.values()), "{:.2f}"),
+        ("Redis MiB", lambda r: r.redis_used_memory / 1024 / 1024, "{:.2f}"),
+        ("peak RSS MiB", lambda r: r.peak_rss_mib, "{:.0f}"),
+        ("CPU ms/Pod", lambda r: 1000 * r.cpu_seconds / r.n, "{:.1f}"),
+    ]
+    lines = _header(
+        ["Scenario", "Mode", "Figure", *(f"N={n}" for n in sizes), "How it grows"],
+        "lll" + "r" * len(sizes) + "l",
+    )
+    for scenario in sorted({r.scenario for r in results}):
+        for mode in ("capture", "baseline"):
+            chosen = {r.n: r for r in results if r.scenario == scenario and r.mode == mode}
+            if not chosen:
+                continue
+            for name, value, fmt in metrics:
+                cells = [fmt.format(value(chosen[n])) if n in chosen else "" for n in sizes]
+                lines.append(_row([scenario, mode, name, *cells, _trend(chosen, value, name)]))
+    return lines
+
+
+def _trend(chosen: dict[int, Result], value: Callable[[Result], float], name: str) -> str:
+    sizes = sorted(chosen)
+    if len(sizes) < 2:
+        return ""
+    first, last = chosen[sizes[0]], chosen[sizes[-1]]
+    a, b = value(first), value(last)
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
+        return ""
+    factor, scale = b / a, last.n / first.n
+    if name in ("Redis MiB", "peak RSS MiB"):
+        slope = (b - a) / (last.n - first.n) * 1000
+        return f"+{slope:.1f} MiB per 1000 N"
+    if name in ("API req/Pod", "Redis cmd/Pod", "CPU ms/Pod", "Pods/s"):
+        steady = "flat" if 0.9 <= factor <= 1.1 else "changes"
+        return f"x{factor:.2f} from N={sizes[0]} to {sizes[-1]} ({steady})"
+    kind = (
+        "linear in N"
+        if 0.6 * scale <= factor <= 1.5 * scale
+        else ("sublinear" if factor < scale else "superlinear")
+    )
+    return f"x{factor:.1f} for N x{scale:.0f}: {kind}"
+
+
+def _redis_table(results: Sequence[Result]) -> list[str]:
+    commands = sorted({c for r in results for c in r.redis_per_pod})
+    lines = _header(
+        ["Scenario", "N", "Mode", *commands, "total", "record bytes", "used_memory Δ per N"],
+        "lrl" + "r" * (len(commands) + 3),
+    )
+    for r in results:
+        cells = [f"{r.redis_per_pod.get(c, 0.0):.2f}" for c in commands]
+        lines.append(
+            _row(
+                [
+                    r.scenario,
+                    r.n,
+                    r.mode,
+                    *cells,
+                    f"{sum(r.redis_per_pod.values()):.2f}",
+                    f"{r.record_bytes:.0f}",
+                    f"{r.redis_memory_delta / r.n:.0f} B",
+                ]
+            )
+        )
+    return lines
+
+
+def _cpu_table(results: Sequence[Result], nproc: int) -> list[str]:
+    names = sorted({name for r in results for name in r.cpu_window}, key=lambda n: (n != "operator", n))
+    lines = _header(
+        ["Scenario", "N", "Mode", "Window s", "Machine busy", *names, "everything else"],
+        "lrl" + "r" * (len(names) + 3),
+    )
+    for r in results:
+        busy = r.machine_busy * nproc * r.settle_seconds
+        others = busy - sum(r.cpu_window.values())
+        cells = [f"{r.cpu_window.get(name, 0.0):.1f}" for name in names]
+        lines.append(
+            _row(
+                [
+                    r.scenario,
+                    r.n,
+                    r.mode,
+                    f"{r.settle_seconds:.0f}",
+                    f"{100 * r.machine_busy:.0f}%",
+                    *cells,
+                    f"{max(others, 0.0):.1f}",
+                ]
+            )
+        )
+    return lines
+
+
+def document(
+    results: Sequence[Result], *, machine: dict[str, str], command: str, elapsed: float, workdir: Path
+) -> str:
+    nproc = int(machine["nproc"] or os.cpu_count() or 1)
+    notes = NOTES.read_text().strip() if NOTES.exists() else ""
+    incomplete = [r for r in results if not r.complete or r.notes]
+    parts = [
+        "# Benchmarks: the capture against a baseline",
+        "",
+        "Generated by the command below; do not edit by hand (the notes at the end come from "
+        "`tests/bench/notes.md`).",
+        "",
+        "```sh",
+        command,
+        "```",
+        "",
+        f"Run on {machine['date']}; it took {elapsed / 60:.1f} minutes in all (control plane start, "
+        f"planting, {len(results)} runs). Raw results and every operator log: `{workdir}` (not kept).",
+        "",
+        "| Machine | |",
+        "| --- | --- |",
+        f"| `nproc` | {machine['nproc']} |",
+        f"| memory | {machine['memory']} |",
+        f"| CPU (/proc/cpuinfo) | {machine['cpu']} |",
+        f"| Python | {machine['python']} |",
+        f"| kopf | {machine['kopf']} |",
+        f"| kubernetes-asyncio | {machine['kubernetes-asyncio']} |",
+        f"| control plane | kube-apiserver {machine['kubernetes']}, etcd, kwok (tests/support/cluster.py) |",
+        f"| redis-server | {machine['redis-server']} |",
+        f"| load average at the start | {machine['load']} (other work on the machine shows as "
+        "'everything else' in the CPU table) |",
+        "",
+        "Everything runs on this one machine and shares its CPUs: kube-apiserver, etcd, kwok, the "
+        "scheduler and controller-manager, redis-server, the operator, and the bench itself (with the "
+        "counting proxy in a thread of its process).",
+        "",
+        "## Results",
+        "",
+        table(results),
+        "",
+        *(
+            [f"⚠ {r.scenario} {r.mode} N={r.n}: {'; '.join(r.notes) or 'incomplete'}" for r in incomplete]
+            + [""]
+            if incomplete
+            else []
+        ),
+        "![latency and throughput against N](benchmarks.png)",
+        "",
+        "## Targets",
+        "",
+        *_targets(results),
+        "",
+        "## How each figure grows with N",
+        "",
+        *_growth(results),
+        "",
+        "## API requests per refused Pod",
+        "",
+        "Every request the operator sent through the counting proxy from the first Execution until "
+        "the operator went quiet, divided by N, by method and path with names replaced by "
+        "placeholders. Watches and the leadership Lease are per operator, not per Pod, and are left "
+        "out (listed below the tables). The minimum is what the spec needs for a refused Pod with "
+        "one terminated container: one re-read, one log read, one delete.",
+        "",
+    ]
+    for scenario in sorted({r.scenario for r in results}):
+        parts += [*_api_table(results, scenario), ""]
+    wide = "; ".join(
+        f"{r.scenario} {r.mode} N={r.n}: " + ", ".join(f"`{k}` {v}" for k, v in r.api_operator_wide.items())
+        for r in results
+        if r.n == max(x.n for x in results)
+    )
+    parts += [
+        f"Per operator (at the largest N): {wide}.",
+        "",
+        "## Redis",
+        "",
+        "`INFO commandstats` deltas from the first Execution until the operator went quiet, per "
+        "refused Pod (the bench's own `HLEN`/`INFO` polling left out); the mean size of the "
+        "scenario's records (A: `attempt-startup-diagnostics`, B: `attempt-retained`, whose "
+        "`removed.pods[].startup` holds the capture); and `used_memory` growth per Execution "
+        "(all of the operator's hashes, from an empty database). `hello`/`ping` are the client "
+        "opening pool connections.",
+        "",
+        *_redis_table(results),
+        "",
+        "## Where the CPU goes",
+        "",
+        "CPU seconds per process from the first Execution until the operator went quiet "
+        f"(`/proc/PID/stat`), and the machine's busy share of its {nproc} CPUs over that window.",
+        "",
+        *_cpu_table(results, nproc),
+        "",
+        "## Definitions",
+        "",
+        "- **Scenario A, refused at launch**: N worker Pods are planted first, already `Failed` "
+        "(exit 78, the planted log line `worker startup refused: planted kind refusal`), each with "
+        "its Execution's attempt labels and name `swarm-worker-<execution>-1`; then N Executions "
+        "for a project outside the Swarm's registration. The operator adopts each Pod, the hand is "
+        "refused (`project_unpermitted`), and launch removal captures, stores the record with "
+        "`HSETNX` and deletes the Pod.",
+        f"- **Scenario B, failed after the hand**: N Executions of a Swarm whose worker template "
+        f"makes kwok run the Pod for {RUN_FOR} and then fail it with 78. Final cleanup (a kopf timer "
+        f"every {CHART_DEFAULTS['AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS']} s, the chart's "
+        "default) captures, deletes and writes `attempt-retained`.",
+        "- **Modes**: capture is the operator as shipped; baseline is the same operator with "
+        "`AGENTIHOOKS_SWARM_BENCHMARK_BASELINE=1`: plain UID-pinned deletes, no log read, no "
+        "capture in Redis. Each run has a fresh namespace, a freshly flushed Redis and a fresh "
+        "operator process (`python -m agentihooks_swarm run --namespace NS --standalone`, no "
+        "`--verbose`, the chart's timings: "
+        + ", ".join(f"`{k}={v}`" for k, v in CHART_DEFAULTS.items())
+        + ") talking to kube-apiserver through the counting proxy (`tests/support/proxy.py`, no "
+        "fault rules). Capture and baseline alternate at each N; which goes first alternates too.",
+        f"- The N Executions are created {CREATE_PARALLELISM} at a time straight to the API server "
+        "(not through the proxy); the time that takes is part of the wall time.",
+        "- **Refusal time**: A: the moment the bench sends the Execution's create request (its "
+        "Pod is already Failed). B: the moment the bench's Pod watch delivers the Pod in phase "
+        "`Failed` (the container's `finishedAt` has whole seconds only; the watch lags it by at "
+        "most "
+        + ", ".join(
+            f"{r.watch_lag_max:.2f} s ({r.mode} N={r.n})" for r in results if r.watch_lag_max is not None
+        )
+        + ", including that rounding).",
+        "- **Record stored**: the Redis server's own MONITOR timestamp of the `HSETNX` into "
+        "`attempt-startup-diagnostics` (A) or of the `HSET` into `attempt-retained` (B) for that "
+        "Execution. **Pod gone**: the bench's Pod watch delivering `DELETED` (kwok confirms a delete "
+        "as a kubelet does). Latency percentiles are nearest-rank over the N Executions: refusal → "
+        "record stored in capture mode, refusal → Pod gone in baseline mode.",
+        "- **Wall time**: from the first create request to the last Pod gone and (capture) the last "
+        "record stored. **Pods/s**: N / wall time. **Wall c/b**: capture wall time / baseline wall "
+        "time at the same N.",
+        f"- **Settled**: every Pod gone, every record stored, every Execution `Done`, and no request "
+        f"but watches and the Lease for {QUIET_SECONDS:.0f} s. API, Redis and CPU figures cover "
+        "the first create request until then; the operator's peak RSS (`VmHWM`) and CPU seconds "
+        "(utime + stime, plus reaped children's, from `/proc/PID/stat`) are read just before it is "
+        "stopped, so they include its start-up.",
+    ]
+    if notes:
+        parts += ["", notes]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,456 @@
+"""One measured run: a scenario at one N in one mode, on a fresh namespace with a fresh operator.
+
+Scenario A (refused at launch): N worker Pods are planted first, already Failed with exit 78 and
+the planted log line, each with its Execution's attempt labels; then N Executions for a project
+outside the Swarm's registration. The operator adopts each Pod, the hand is refused
+(``project_unpermitted``) and launch removal captures, stores (capture mode) and deletes.
+
+Scenario B (failed after a successful hand): N Executions of a Swarm whose worker template makes
+kwok run the Pod briefly and fail it with 78; final cleanup (a kopf timer, every 10 s as in the
+chart) captures, deletes and writes ``attempt-retained``.
+
+Modes: ``capture`` is the operator as shipped; ``baseline`` is the same operator with
+``AGENTIHOOKS_SWARM_BENCHMARK_BASELINE=1`` (plain UID-pinned deletes, no log read, no record).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Final, Literal
+
+import redis
+
+from agentihooks_swarm import runtime, store as store_
+from agentihooks_swarm.kubernetes import labels
+from tests.bench import kube, measure
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.operator_process import READY_LINE, OperatorProcess
+from tests.support.proxy import WATCH_QUERY, FaultProxy
+from tests.support.redis_server import RedisServer
+
+Scenario = Literal["A", "B"]
+Mode = Literal["capture", "baseline"]
+
+PLANTED: Final = b"worker startup refused: planted kind refusal\n"
+SLUG: Final = "bench"
+PREFIX: Final = "agentihooks-swarm"
+#: The chart's defaults (values.yaml), instead of OperatorProcess's test-speed ones.
+CHART_DEFAULTS: Final = {
+    "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "10",
+    "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "10",
+    "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS": "15",
+}
+#: How long B's workers run before kwok fails them with exit 78.
+RUN_FOR: Final = "2s"
+#: Executions (and planted Pods) created at most this many at a time.
+CREATE_PARALLELISM: Final = 16
+#: The operator is settled when no request but watches and the Lease came for this long.
+QUIET_SECONDS: Final = 3.0
+#: A run gives up when nothing moved for this long (it then reports what it saw).
+STALL_SECONDS: Final = 60.0
+
+
+class BenchOperator(OperatorProcess):
+    """The operator as the chart runs it: ``python -m agentihooks_swarm run``, without ``--verbose``."""
+
+    def start(self, *, timeout: float = 30.0) -> None:
+        if self.running:
+            raise RuntimeError("the operator is already running")
+        args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace]
+        if self.standalone:
+            args.append("--standalone")
+        self.starts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"\n===== start {self.starts}: {' '.join(args)}\n".encode())
+            log.flush()
+            self.popen = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=self.environment(), start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while READY_LINE not in self.log():
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"the operator exited with {self.popen.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                raise TimeoutError(f"the operator did not start within {timeout}s:\n{self.tail()}")
+            time.sleep(0.1)
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    mode: Mode
+    n: int
+    namespace: str
+    complete: bool
+    """Every Pod gone (and in capture mode every record stored) before the run gave up."""
+    wall_seconds: float
+    pods_gone: int
+    records: int
+    latency_record: list[float]
+    """Refusal to record stored, per Execution (capture mode)."""
+    latency_gone: list[float]
+    """Refusal to Pod gone, per Execution (both modes)."""
+    settle_seconds: float
+    """From the first Execution to the operator going quiet with every Execution Done."""
+    api_per_pod: dict[str, float]
+    api_operator_wide: dict[str, int]
+    redis_per_pod: dict[str, float]
+    record_bytes: float
+    """Mean size of the scenario's records (A: attempt-startup-diagnostics, B: attempt-retained)."""
+    redis_used_memory: int
+    redis_memory_delta: int
+    peak_rss_mib: float
+    cpu_seconds: float
+    create_seconds: float
+    """How long creating the N Executions took (they arrive over this time)."""
+    cpu_window: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each process of the machine spent from the first Execution until settled."""
+    machine_busy: float = 0.0
+    """The machine's busy share of both CPUs over the same window (0..1)."""
+    watch_lag_max: float | None = None
+    """B: the largest gap between a container's ``finishedAt`` (whole seconds) and the bench seeing Failed."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> float:
+        return self.pods_gone / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    @property
+    def key(self) -> tuple[Scenario, int, Mode]:
+        return (self.scenario, self.n, self.mode)
+
+
+def execution_names(n: int) -> list[str]:
+    return [f"x{i:05d}" for i in range(n)]
+
+
+def pod_name(execution: str) -> str:
+    return labels.worker_pod_name(execution=execution, generation=1)
+
+
+async def _namespace(api: kube.Api, *, scenario: Scenario, mode: Mode, n: int) -> str:
+    name = f"bench-{scenario.lower()}-{mode[:4]}-{n}-{uuid.uuid4().hex[:5]}"
+    await api.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    for _ in range(300):  # The ServiceAccount admission plugin needs `default` before any Pod.
+        try:
+            await api.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default", attempts=1)
+            return name
+        except kube.ApiError:
+            await asyncio.sleep(0.1)
+    raise kube.ApiError(f"namespace {name}: no default ServiceAccount after 30s")
+
+
+async def _plant_failed_pods(
+    api: kube.Api, observer: kube.Observer, *, namespace: str, executions: list[str]
+) -> None:
+    """Scenario A: each Execution's worker Pod, already Failed with 78, as tests/e2e plants one."""
+
+    async def create(index: int) -> None:
+        execution = executions[index]
+        body = pods.worker_pod(
+            name=pod_name(execution),
+            namespace=namespace,
+            phase="Failed",
+            exit_code=78,
+            reason="Error",
+            labels=labels.attempt(slug=SLUG, execution=execution, generation=1),
+        )
+        await api.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+
+    await kube.bounded(len(executions), CREATE_PARALLELISM, create)
+    names = [pod_name(e) for e in executions]
+    deadline = time.monotonic() + 60 + len(names) / 10
+    while sum(1 for n in names if (s := observer.pods.get(n)) is not None and s.failed_at) < len(names):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"planted Pods in {namespace} did not all reach Failed")
+        await asyncio.sleep(0.5)
+
+
+class Run:
+    """Everything one run needs; :meth:`perform` does it and returns the figures."""
+
+    def __init__(
+        self,
+        *,
+        cluster: ControlPlane,
+        redis_server: RedisServer,
+        workdir: Path,
+        scenario: Scenario,
+        mode: Mode,
+        n: int,
+        profile: bool = False,
+    ) -> None:
+        self.profile = profile
+        self.cluster = cluster
+        self.redis_server = redis_server
+        self.workdir = workdir
+        self.scenario: Scenario = scenario
+        self.mode: Mode = mode
+        self.n = n
+        self.executions = execution_names(n)
+        self.namespace: str | None = None
+        self.redis = redis.Redis(host="127.0.0.1", port=redis_server.port, decode_responses=True)
+        self.record_key = store_.key(
+            PREFIX, SLUG, store_.STARTUP_DIAGNOSTICS if scenario == "A" else store_.RETAINED
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario}-{self.mode}-{self.n}"
+
+    async def perform(self) -> Result:
+        async with kube.Api(self.cluster) as api:
+            namespace = self.namespace = await _namespace(
+                api, scenario=self.scenario, mode=self.mode, n=self.n
+            )
+            observer = kube.Observer(api=api, namespace=namespace)
+            await observer.start()
+            try:
+                return await self._measure(api, observer, namespace)
+            finally:
+                await observer.stop()
+                self.redis.close()
+
+    async def _measure(self, api: kube.Api, observer: kube.Observer, namespace: str) -> Result:
+        names = [pod_name(e) for e in self.executions]
+        await pods.plant_shared_log(
+            cluster=self.cluster, namespace=namespace, pods=names, container="worker", content=PLANTED
+        )
+        if self.scenario == "A":
+            swarm = builders.swarm(name=SLUG, namespace=namespace, projects=["registered"])
+        else:
+            behaviour = pods.protocol_annotations(
+                phase="Failed", exit_code=78, reason="Error", run_for=RUN_FOR
+            )
+            swarm = builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour)
+        await api.request("POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/swarms", swarm)
+        if self.scenario == "A":
+            await _plant_failed_pods(api, observer, namespace=namespace, executions=self.executions)
+
+        self.redis.flushall()
+        memory_before = int(self.redis.info("memory")["used_memory"])
+        monitor = measure.Monitor(port=self.redis_server.port, path=self.workdir / f"{self.label}.monitor")
+        proxy = FaultProxy(upstream=self.cluster.server, ca_file=self.cluster.ca_file).start_in_thread()
+        env = dict(CHART_DEFAULTS)
+        if self.mode == "baseline":
+            env[runtime.BENCHMARK_BASELINE] = "1"
+        operator = BenchOperator(
+            kubeconfig=proxy.kubeconfig(
+                token=self.cluster.admin_token,
+                path=self.workdir / f"{self.label}.kubeconfig",
+                namespace=namespace,
+            ),
+            redis_url=self.redis_server.url,
+            namespace=namespace,
+            log_path=self.workdir / f"{self.label}.operator.log",
+            env=env,
+        )
+        profiler: subprocess.Popen[bytes] | None = None
+        try:
+            operator.start()
+            if self.profile and operator.popen is not None:
+                profiler = _py_spy(operator.popen.pid, self.workdir / f"{self.label}.py-spy.txt")
+            return await self._drive(api, observer, namespace, proxy, operator, monitor, memory_before)
+        finally:
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait(timeout=60)
+            operator.stop()
+            proxy.stop_thread()
+            monitor.stop()
+
+    async def _drive(
+        self,
+        api: kube.Api,
+        observer: kube.Observer,
+        namespace: str,
+        proxy: FaultProxy,
+        operator: OperatorProcess,
+        monitor: measure.Monitor,
+        memory_before: int,
+    ) -> Result:
+        assert operator.popen is not None
+        project = "outside-the-registration" if self.scenario == "A" else "allowed"
+        sent = [0.0] * self.n
+        # Count from when the operator watches Executions and its start-up discovery is over.
+        await proxy.wait_for_count(path=r".*/executions", query=WATCH_QUERY, timeout=30)
+        await asyncio.sleep(1.0)
+        mark = len(proxy.calls())
+        self.redis.config_resetstat()
+
+        async def create(index: int) -> None:
+            body = builders.execution(
+                name=self.executions[index], namespace=namespace, swarm=SLUG, project=project
+            )
+            await api.request(
+                "POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions", body
+            )
+
+        meter = measure.CpuMeter(
+            pids={
+                "operator": operator.popen.pid,
+                "bench (proxy, watches, creates)": os.getpid(),
+                "redis-server": self.redis_server.pid or 0,
+                **{child.name: child.pid for child in self.cluster.children},
+            }
+        )
+        meter.start()
+        began = time.time()
+        await kube.bounded(self.n, CREATE_PARALLELISM, create, at=sent)
+        created = time.time()
+        names = [pod_name(e) for e in self.executions]
+        capture = self.mode == "capture"
+        # B's baseline writes attempt-retained too (without captures): the run waits for it alike.
+        wait_for_records = capture or self.scenario == "B"
+
+        progress: tuple[int, ...] = ()
+        cursor = mark
+        moved = quiet_since = time.monotonic()
+        hard_stop = moved + 120 + self.n * 0.25
+        complete = False
+        while True:
+            await asyncio.sleep(0.5)
+            calls = proxy.calls()
+            busy = sum(1 for c in calls[cursor:] if not measure.operator_wide(measure.normalise(c)))
+            cursor = len(calls)
+            stored = int(self.redis.hlen(self.record_key)) if wait_for_records else self.n
+            now = (observer.gone(names), stored, len(observer.done))
+            if busy:
+                quiet_since = time.monotonic()
+            if busy or now != progress:
+                progress, moved = now, time.monotonic()
+            complete = now[0] >= self.n and stored >= self.n
+            if complete and now[2] >= self.n and time.monotonic() - quiet_since >= QUIET_SECONDS:
+                break
+            if not operator.running:
+                raise RuntimeError(f"the operator died during {self.label}:\n{operator.tail()}")
+            if time.monotonic() - moved > STALL_SECONDS or time.monotonic() > hard_stop:
+                break
+        settled = time.time()
+        cpu_window, busy_share = meter.stop()
+        window = proxy.calls()[mark:]
+        figures = measure.process_figures(operator.popen.pid)
+        commands = measure.command_calls(self.redis)
+        memory_after = int(self.redis.info("memory")["used_memory"])
+        sizes = measure.record_sizes(self.redis, self.record_key)
+        operator.stop()
+        monitor.stop()
+
+        stored_at = monitor.writes(command="hsetnx" if self.scenario == "A" else "hset", key=self.record_key)
+        refused_at: dict[str, float] = {}
+        notes: list[str] = []
+        lags: list[float] = []
+        for index, execution in enumerate(self.executions):
+            seen = observer.pods.get(pod_name(execution))
+            if self.scenario == "A":
+                refused_at[execution] = sent[index]
+            elif seen is not None and seen.failed_at is not None:
+                refused_at[execution] = seen.failed_at
+                if seen.finished_at:
+                    lags.append(seen.failed_at - _epoch(seen.finished_at))
+        gone_at = {
+            e: s.deleted_at for e in self.executions if (s := observer.pods.get(pod_name(e))) and s.deleted_at
+        }
+        latency_gone = [
+            gone_at[e] - refused_at[e] for e in self.executions if e in gone_at and e in refused_at
+        ]
+        latency_record = (
+            [stored_at[e] - refused_at[e] for e in self.executions if e in stored_at and e in refused_at]
+            if capture
+            else []
+        )
+        ends = list(gone_at.values()) + (list(stored_at.values()) if capture else [])
+        wall = (max(ends) - began) if ends else settled - began
+        if not complete:
+            notes.append(
+                f"incomplete: {len(gone_at)}/{self.n} Pods gone, {len(stored_at)}/{self.n} records after "
+                f"{settled - began:.0f}s"
+            )
+        notes.extend(f"watch: {e}" for e in observer.errors)
+        per_command = {k: v / self.n for k, v in sorted(commands.items())}
+        return Result(
+            scenario=self.scenario,
+            mode=self.mode,
+            n=self.n,
+            namespace=namespace,
+            complete=complete,
+            wall_seconds=wall,
+            pods_gone=len(gone_at),
+            records=len(stored_at) if capture else 0,
+            latency_record=latency_record,
+            latency_gone=latency_gone,
+            settle_seconds=settled - began,
+            api_per_pod=measure.per_pod(window, pods=self.n),
+            api_operator_wide=measure.operator_wide_calls(window),
+            redis_per_pod=per_command,
+            record_bytes=sum(sizes) / len(sizes) if sizes else 0.0,
+            redis_used_memory=memory_after,
+            redis_memory_delta=memory_after - memory_before,
+            peak_rss_mib=figures.peak_rss_mib,
+            cpu_seconds=figures.cpu_seconds,
+            create_seconds=created - began,
+            cpu_window=cpu_window,
+            machine_busy=busy_share,
+            watch_lag_max=max(lags) if lags else None,
+            notes=notes,
+        )
+
+
+async def remove_namespace(cluster: ControlPlane, namespace: str) -> None:
+    """Leave a reused cluster as it was: with the operator gone, kopf's finalizers would keep the
+    Executions, and so the namespace, forever; they are dropped, then the namespace is deleted."""
+    executions = f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions"
+    async with kube.Api(cluster) as api:
+        listed = await api.request("GET", executions)
+        names = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
+
+        async def release(index: int) -> None:
+            await api.request(
+                "PATCH",
+                f"{executions}/{names[index]}",
+                {"metadata": {"finalizers": None}},
+                content_type="application/merge-patch+json",
+                ok=(200, 404),
+            )
+
+        await kube.bounded(len(names), CREATE_PARALLELISM, release)
+        await api.request("DELETE", f"/api/v1/namespaces/{namespace}", ok=(200, 202, 404))
+
+
+def _py_spy(pid: int, path: Path) -> subprocess.Popen[bytes]:
+    """Sample the operator with py-spy (``pip install py-spy``) into collapsed stacks, until SIGINT."""
+    return subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "50",
+            "--format",
+            "raw",
+            "--output",
+            str(path),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        executable=str(Path(sys.executable).with_name("py-spy")),
+    )
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -23,16 +23,23 @@ from tests.support.proxy import WATCH_QUERY, Call
 class ProcessFigures:
     peak_rss_mib: float
     """VmHWM: the resident set's high-water mark."""
+    rss_mib: float
+    """VmRSS: the resident set now (close to the peak: memory held, not a passing spike)."""
     cpu_seconds: float
     """utime + stime of the process, plus cutime + cstime of its reaped children."""
 
 
 def process_figures(pid: int) -> ProcessFigures:
     status = Path(f"/proc/{pid}/status").read_text()
-    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
-    if match is None:
-        raise RuntimeError(f"/proc/{pid}/status has no VmHWM")
-    return ProcessFigures(peak_rss_mib=int(match.group(1)) / 1024, cpu_seconds=cpu_seconds(pid))
+    kib = {}
+    for field_name in ("VmHWM", "VmRSS"):
+        match = re.search(rf"^{field_name}:\s+(\d+) kB", status, re.MULTILINE)
+        if match is None:
+            raise RuntimeError(f"/proc/{pid}/status has no {field_name}")
+        kib[field_name] = int(match.group(1))
+    return ProcessFigures(
+        peak_rss_mib=kib["VmHWM"] / 1024, rss_mib=kib["VmRSS"] / 1024, cpu_seconds=cpu_seconds(pid)
+    )
 
 
 def cpu_seconds(pid: int) -> float:

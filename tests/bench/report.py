@@ -40,9 +40,15 @@ WHY: Final[dict[tuple[Scenario, str], str]] = {
         "labels before it is adopted. Without a planted Pod (the usual launch) there is no adoption read"
     ),
     ("B", "GET /api/v1/namespaces/{ns}/pods/{pod}"): (
-        "1 is the finality check (attempts.advance reads the Pod to see it Failed); 1 is cleanup's "
-        "re-read of the pinned Pod (the spec's: same UID and labels?) in the same pass, "
-        "milliseconds later: avoidable by handing the first read on, see the notes"
+        "the finality check: every timer pass reads the Pod until it is Failed (more than once per "
+        "Pod when passes come while it is still Pending or Running, as at N = 2000 when the "
+        "scheduler and kwok fall behind); then cleanup's re-read of the pinned Pod (the spec's: "
+        "same UID and labels?) in the same pass, milliseconds after the first: avoidable, see the notes"
+    ),
+    ("B", "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{execution}/status"): (
+        "the hand result (phase Running, hand, conditions); the phase again when a timer pass finds "
+        "the Pod Pending or Running (only when a pass comes before it fails); the final cleanup's "
+        "outcome (phase Done, cleanup)"
     ),
     ("A", "POST /api/v1/namespaces/{ns}/pods"): (
         "the launch creates the worker Pod (create-or-adopt); the planted Pod answers 409 AlreadyExists"
@@ -259,36 +265,46 @@ def _targets(results: Sequence[Result]) -> list[str]:
             [
                 f"capture/baseline wall-time ratio ≤ {RATIO_TARGET}",
                 ", ".join(f"{r.scenario} N={r.n}: {x:.2f}" for r, x in ratios if x is not None),
-                "met" if worst <= RATIO_TARGET else "**missed**",
+                _verdicts(captures, lambda r: (_ratio(results, r) or 0.0) <= RATIO_TARGET)
+                if math.isfinite(worst)
+                else "not measured",
             ]
         )
     )
     extras: list[str] = []
     for scenario in sorted({r.scenario for r in captures}):
-        for n in sorted({r.n for r in captures if r.scenario == scenario}):
-            extra = _capture_extras(results, scenario, n)
-            if extra:
-                extras.append(f"{scenario} N={n}: " + ", ".join(f"{c} +{v:.2f}" for c, v in extra.items()))
-    beyond = sorted({_beyond(r) for r in captures})
+        found = {
+            n: _capture_extras(results, scenario, n)
+            for n in sorted({r.n for r in captures if r.scenario == scenario})
+        }
+        calls = sorted({call for extra in found.values() for call in extra})
+        described = [
+            f"`{call}` " + ", ".join(f"+{extra.get(call, 0.0):.2f} at N={n}" for n, extra in found.items())
+            for call in calls
+        ]
+        extras.append(f"{scenario}: " + ("; ".join(described) if described else "nothing"))
+    beyond = {r.scenario: _beyond(r) for r in captures if r.n == max(x.n for x in captures)}
     lines.append(
         _row(
             [
                 "no extra API call per Pod beyond the minimum (re-read, log read, delete)",
-                "the capture adds, per Pod, beyond its log read: "
-                + ("; ".join(extras) if extras else "nothing")
-                + f". The whole per-Pod path makes {', '.join(f'{b:.2f}' for b in beyond)} requests beyond "
-                "the minimum of 3 in both modes (table below)",
-                "**missed**" if extras or any(b > 0.5 for b in beyond) else "met",
+                "beyond its log read, the capture adds per Pod: "
+                + "; ".join(extras)
+                + ". The whole per-Pod path, the same in both modes, makes "
+                + ", ".join(f"{s} {b:.2f}" for s, b in sorted(beyond.items()))
+                + " requests beyond the minimum of 3 at the largest N (table below)",
+                "**missed**"
+                if any(b > 0.5 for b in beyond.values()) or any("+" in e for e in extras)
+                else "met",
             ]
         )
     )
-    slow = [r for r in captures if r.throughput < THROUGHPUT_TARGET]
     lines.append(
         _row(
             [
                 f"≥ {THROUGHPUT_TARGET:.0f} refused Pods per second",
                 ", ".join(f"{r.scenario} N={r.n}: {r.throughput:.1f}" for r in captures),
-                "met" if not slow else "**missed**",
+                _verdicts(captures, lambda r: r.throughput >= THROUGHPUT_TARGET),
             ]
         )
     )
@@ -298,13 +314,24 @@ def _targets(results: Sequence[Result]) -> list[str]:
             [
                 f"operator peak RSS ≤ {RSS_TARGET_MIB:.0f} MiB at N = {RSS_TARGET_N}",
                 ", ".join(f"{r.scenario}: {r.peak_rss_mib:.0f} MiB" for r in big) or "not measured",
-                "not measured"
-                if not big
-                else ("met" if all(r.peak_rss_mib <= RSS_TARGET_MIB for r in big) else "**missed**"),
+                _verdicts(big, lambda r: r.peak_rss_mib <= RSS_TARGET_MIB) if big else "not measured",
             ]
         )
     )
     return lines
+
+
+def _verdicts(results: Sequence[Result], good: Callable[[Result], bool]) -> str:
+    """``met``, ``**missed**``, or per scenario when they differ."""
+    per = {
+        scenario: all(good(r) for r in results if r.scenario == scenario)
+        for scenario in sorted({r.scenario for r in results})
+    }
+    if all(per.values()):
+        return "met"
+    if not any(per.values()):
+        return "**missed**"
+    return "; ".join(f"{s}: {'met' if ok else '**missed**'}" for s, ok in per.items())
 
 
 def _pair(results: Sequence[Result], scenario: str, n: int) -> tuple[Result | None, Result | None]:
@@ -369,6 +396,7 @@ def _growth(results: Sequence[Result]) -> list[str]:
         ("Redis cmd/Pod", lambda r: sum(r.redis_per_pod.values()), "{:.2f}"),
         ("Redis MiB", lambda r: r.redis_used_memory / 1024 / 1024, "{:.2f}"),
         ("peak RSS MiB", lambda r: r.peak_rss_mib, "{:.0f}"),
+        ("RSS at stop MiB", lambda r: r.rss_end_mib, "{:.0f}"),
         ("CPU ms/Pod", lambda r: 1000 * r.cpu_seconds / r.n, "{:.1f}"),
     ]
     lines = _header(
@@ -395,7 +423,7 @@ def _trend(chosen: dict[int, Result], value: Callable[[Result], float], name: st
     if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
         return ""
     factor, scale = b / a, last.n / first.n
-    if name in ("Redis MiB", "peak RSS MiB"):
+    if name in ("Redis MiB", "peak RSS MiB", "RSS at stop MiB"):
         slope = (b - a) / (last.n - first.n) * 1000
         return f"+{slope:.1f} MiB per 1000 N"
     if name in ("API req/Pod", "Redis cmd/Pod", "CPU ms/Pod", "Pods/s"):

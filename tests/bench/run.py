@@ -114,6 +114,8 @@ class Result:
     cpu_seconds: float
     create_seconds: float
     """How long creating the N Executions took (they arrive over this time)."""
+    rss_end_mib: float = 0.0
+    """VmRSS when the operator is stopped (next to the peak: held, or a passing spike?)."""
     cpu_window: dict[str, float] = field(default_factory=dict)
     """CPU seconds each process of the machine spent from the first Execution until settled."""
     machine_busy: float = 0.0
@@ -400,6 +402,7 @@ class Run:
             redis_used_memory=memory_after,
             redis_memory_delta=memory_after - memory_before,
             peak_rss_mib=figures.peak_rss_mib,
+            rss_end_mib=figures.rss_mib,
             cpu_seconds=figures.cpu_seconds,
             create_seconds=created - began,
             cpu_window=cpu_window,

@@ -32,39 +32,55 @@ MINIMUM: Final = {
 }
 LOG_READ: Final = "GET /api/v1/namespaces/{ns}/pods/{pod}/log"
 
-#: Why each request is made, per scenario. A call the bench sees without a reason is flagged.
-WHY: Final[dict[tuple[Scenario, str], str]] = {
-    ("A", "GET /api/v1/namespaces/{ns}/pods/{pod}"): (
+_POD = "/api/v1/namespaces/{ns}/pods"
+_EXECUTION = "/apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{execution}"
+#: Why each request is made, in both scenarios unless :data:`WHY_IN` says otherwise for one.
+WHY: Final[dict[str, str]] = {
+    f"DELETE {_POD}/{{pod}}": "minimum: the delete by pinned UID",
+    f"GET {_POD}/{{pod}}/log": "minimum: the log of the one terminated container",
+    f"PATCH {_EXECUTION}": (
+        "kopf: adds its finalizer (the Execution has a delete handler), then records the handled "
+        "spec (its kopf-managed and last-handled-configuration annotations) after the create handler"
+    ),
+    "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}": (
+        "the launch reads the Swarm: its registration decides the hand, its template the Pod"
+    ),
+    f"GET {_POD}?labelSelector={{attempt}}": (
+        "final cleanup pins the attempt's Pods in cleanup-journal (it runs for every final attempt; "
+        "in A it finds the Pod already removed by launch removal)"
+    ),
+    "GET /api/v1/namespaces/{ns}/services?labelSelector={attempt}": (
+        "final cleanup pins the attempt's Services (the terminal Service, when the template has a port)"
+    ),
+    f"GET {_POD}?fieldSelector=metadata.name={{name}}": (
+        "a 404 on a read or delete is believed only when a list agrees (rare: a race with kwok)"
+    ),
+    "POST /api/v1/namespaces/{ns}/configmaps": "the hand: the grant ConfigMap (owned by the Pod)",
+}
+WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
+    ("A", f"GET {_POD}/{{pod}}"): (
         "1 is the spec's re-read (launch removal, step 1); 1 is the adoption read: the launch "
         "creates the Pod first, the planted Pod answers 409, and the Pod is read to check its "
         "labels before it is adopted. Without a planted Pod (the usual launch) there is no adoption read"
     ),
-    ("B", "GET /api/v1/namespaces/{ns}/pods/{pod}"): (
+    ("B", f"GET {_POD}/{{pod}}"): (
         "the finality check: every timer pass reads the Pod until it is Failed (more than once per "
         "Pod when passes come while it is still Pending or Running, as at N = 2000 when the "
         "scheduler and kwok fall behind); then cleanup's re-read of the pinned Pod (the spec's: "
         "same UID and labels?) in the same pass, milliseconds after the first: avoidable, see the notes"
     ),
-    ("B", "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{execution}/status"): (
+    ("A", f"PATCH {_EXECUTION}/status"): (
+        "the hand result (phase, hand, conditions), then the final cleanup's outcome (phase Done, cleanup)"
+    ),
+    ("B", f"PATCH {_EXECUTION}/status"): (
         "the hand result (phase Running, hand, conditions); the phase again when a timer pass finds "
         "the Pod Pending or Running (only when a pass comes before it fails); the final cleanup's "
         "outcome (phase Done, cleanup)"
     ),
-    ("A", "POST /api/v1/namespaces/{ns}/pods"): (
+    ("A", f"POST {_POD}"): (
         "the launch creates the worker Pod (create-or-adopt); the planted Pod answers 409 AlreadyExists"
     ),
-    ("B", "POST /api/v1/namespaces/{ns}/pods"): "the launch creates the worker Pod",
-    ("B", "POST /api/v1/namespaces/{ns}/configmaps"): "the hand: the grant ConfigMap (owned by the Pod)",
-    ("A", "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}"): (
-        "the launch reads the Swarm: its registration decides the hand, its template the Pod"
-    ),
-    ("A", "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{execution}"): (
-        "kopf: adds its finalizer (the Execution has a delete handler), then records the handled "
-        "spec (its kopf-managed and last-handled-configuration annotations) after the create handler"
-    ),
-    ("A", "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{execution}/status"): (
-        "the hand result (phase, hand, conditions), then the final cleanup's outcome (phase Done, cleanup)"
-    ),
+    ("B", f"POST {_POD}"): "the launch creates the worker Pod",
     ("A", "POST /api/v1/namespaces/{ns}/events"): (
         "the README's Events: HandRefused, StartupRefused (capture only: it quotes the captured log "
         "line), CleanupFinished"
@@ -73,24 +89,12 @@ WHY: Final[dict[tuple[Scenario, str], str]] = {
         "B",
         "POST /api/v1/namespaces/{ns}/events",
     ): "the README's Events: Handed, AttemptFinal, CleanupFinished",
-    ("A", "GET /api/v1/namespaces/{ns}/pods?labelSelector={attempt}"): (
-        "final cleanup pins the attempt's Pods in cleanup-journal (it runs for every final attempt; "
-        "in A it finds the Pod already removed by launch removal)"
-    ),
-    ("A", "GET /api/v1/namespaces/{ns}/services?labelSelector={attempt}"): (
-        "final cleanup pins the attempt's Services (the terminal Service, when the template has a port)"
-    ),
-    ("A", "GET /api/v1/namespaces/{ns}/pods?fieldSelector=metadata.name={name}"): (
-        "a 404 on a read or delete is believed only when a list agrees (rare: a race with kwok)"
-    ),
 }
-for _key in list(WHY):
-    if _key[0] == "A" and ("B", _key[1]) not in WHY:
-        WHY[("B", _key[1])] = WHY[_key]
-MINIMUM_WHY: Final = {
-    "GET /api/v1/namespaces/{ns}/pods/{pod}/log": "minimum: the log of the one terminated container",
-    "DELETE /api/v1/namespaces/{ns}/pods/{pod}": "minimum: the delete by pinned UID",
-}
+
+
+def why(scenario: Scenario, call: str) -> str:
+    """The reason for a request, or a flag that the bench saw one nobody explained."""
+    return WHY_IN.get((scenario, call)) or WHY.get(call) or "**not explained**"
 
 
 #: Why a capture run can show a fraction of a call more than its baseline run.
@@ -377,7 +381,6 @@ def _api_table(results: Sequence[Result], scenario: Scenario) -> list[str]:
     lines = [f"Scenario {scenario}, N = {n}, requests per refused Pod:", ""]
     lines += _header(["Request", "Capture", "Baseline", "Minimum", "Why"], "lrrrl")
     for call in calls:
-        why = MINIMUM_WHY.get(call) or WHY.get((scenario, call)) or "**not explained**"
         lines.append(
             _row(
                 [
@@ -385,7 +388,7 @@ def _api_table(results: Sequence[Result], scenario: Scenario) -> list[str]:
                     f"{capture.api_per_pod.get(call, 0.0):.2f}" if capture else "",
                     f"{baseline.api_per_pod.get(call, 0.0):.2f}" if baseline else "",
                     f"{MINIMUM.get(call, 0.0):.0f}",
-                    why,
+                    why(scenario, call),
                 ]
             )
         )

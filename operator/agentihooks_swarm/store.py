@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import redis
 import redis.asyncio
 import redis.exceptions
 
 from agentihooks_swarm import errors, records, settings as settings_
+
+_Record = TypeVar("_Record", records.FinalRecord, records.Outcome, records.Journal)
 
 STARTUP_DIAGNOSTICS: Final = "attempt-startup-diagnostics"
 HANDS: Final = "attempt-hands"
@@ -95,6 +97,15 @@ class AsyncStore:
     def key(self, slug: str, name: str) -> str:
         return key(self.prefix, slug, name)
 
+    async def _write_once(self, name: str, field: str, record: _Record) -> _Record:
+        """``HSETNX`` a record; return the stored one: ours (one round trip) or the earlier one."""
+        with _translated():
+            if await self.redis.hsetnx(name, field, records.dump(record)):
+                return record
+            raw = await self.redis.hget(name, field)
+        # Gone between the two calls (only by hand): ours is what we meant to keep.
+        return record if raw is None else records.load(type(record), raw)
+
     async def ping(self) -> None:
         with _translated():
             await self.redis.ping()
@@ -130,13 +141,7 @@ class AsyncStore:
 
     async def record_final(self, *, slug: str, final: records.FinalRecord) -> records.FinalRecord:
         """Write an attempt's final record once; return the one that is stored (maybe an earlier one)."""
-        name = self.key(slug, FINALS)
-        with _translated():
-            await self.redis.hsetnx(name, final.execution, records.dump(final))
-            raw = await self.redis.hget(name, final.execution)
-        if raw is None:  # Deleted between the two calls: only by hand; ours is what we meant.
-            return final
-        return records.load(records.FinalRecord, raw)
+        return await self._write_once(self.key(slug, FINALS), final.execution, final)
 
     async def read_final(self, *, slug: str, execution: str) -> records.FinalRecord | None:
         with _translated():
@@ -150,11 +155,7 @@ class AsyncStore:
 
     async def record_outcome(self, *, slug: str, outcome: records.Outcome) -> records.Outcome:
         """Write an outcome unless the worker reported one first (``HSETNX``); return the stored one."""
-        name = self.key(slug, OUTCOMES)
-        with _translated():
-            await self.redis.hsetnx(name, outcome.execution, records.dump(outcome))
-            raw = await self.redis.hget(name, outcome.execution)
-        return outcome if raw is None else records.load(records.Outcome, raw)
+        return await self._write_once(self.key(slug, OUTCOMES), outcome.execution, outcome)
 
     async def read_outcome(self, *, slug: str, execution: str) -> records.Outcome | None:
         with _translated():
@@ -165,11 +166,7 @@ class AsyncStore:
 
     async def pin_journal(self, *, slug: str, journal: records.Journal) -> records.Journal:
         """Create the journal entry once (``HSETNX``); return the stored one."""
-        name = self.key(slug, JOURNAL)
-        with _translated():
-            await self.redis.hsetnx(name, journal.execution, records.dump(journal))
-            raw = await self.redis.hget(name, journal.execution)
-        return journal if raw is None else records.load(records.Journal, raw)
+        return await self._write_once(self.key(slug, JOURNAL), journal.execution, journal)
 
     async def read_journal(self, *, slug: str, execution: str) -> records.Journal | None:
         with _translated():

@@ -931,5 +931,7 @@ class FaultProxy:
                 if request.transport is not None:
                     request.transport.abort()
                 return response
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                return response  # The client went away mid-stream (a watch it stopped): nothing to do.
             await response.write_eof()
             return response

@@ -23,7 +23,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
-from agentihooks_swarm import errors, events, launch, leadership, records, store as store_
+from agentihooks_swarm import (
+    errors,
+    events,
+    launch,
+    leadership,
+    metrics as metrics_,
+    records,
+    store as store_,
+)
 from agentihooks_swarm.kubernetes import diagnostics, labels
 
 logger = logging.getLogger(__name__)
@@ -34,7 +42,6 @@ LOG_READS: Final = 3
 
 Kind = Literal["pod", "service"]
 Read = Callable[..., Awaitable[dict[str, Any] | None]]
-List = Callable[..., Awaitable[list[dict[str, Any]]]]
 Delete = Callable[..., Awaitable[None]]
 
 
@@ -59,15 +66,15 @@ class _Pass:
         self.guard.check(before=before)
         await self.store.save_journal(slug=self.attempt.slug, journal=self.journal)
 
-    def _calls(self, kind: Kind) -> tuple[Read, List, Delete]:
+    def _calls(self, kind: Kind) -> tuple[Read, Delete]:
         client = self.runtime.pods
         if kind == "pod":
-            return client.read, client.list, client.delete
-        return client.read_service, client.list_services, client.delete_service
+            return client.read, client.delete
+        return client.read_service, client.delete_service
 
     async def remove(self, entry: records.PinnedObject, kind: Kind) -> records.RemovalOutcome:
         """Capture (Pods only) and delete one pinned object; return its outcome."""
-        read, _, delete = self._calls(kind)
+        read, delete = self._calls(kind)
         namespace = self.attempt.namespace
         found = await read(namespace=namespace, name=entry.name)
         if found is None:
@@ -100,13 +107,11 @@ class _Pass:
 
     async def confirm_gone(self, entry: records.PinnedObject, kind: Kind) -> None:
         """A 404 or 409 ends cleanup of an object for good, so it is believed only if a list agrees."""
-        _, listing, _ = self._calls(kind)
-        for item in await listing(namespace=self.attempt.namespace, name=entry.name):
-            metadata = item.get("metadata")
-            if isinstance(metadata, dict) and metadata.get("uid") == entry.uid:
-                raise PassFailed(
-                    f"{kind} {entry.name}: the API said it is gone or replaced, but a list shows it"
-                )
+        client = self.runtime.pods
+        if await client.still_listed(
+            plural=f"{kind}s", namespace=self.attempt.namespace, name=entry.name, uid=entry.uid
+        ):
+            raise PassFailed(f"{kind} {entry.name}: the API said it is gone or replaced, but a list shows it")
 
     async def capture(
         self, entry: records.PinnedObject, pod: dict[str, object]
@@ -115,12 +120,7 @@ class _Pass:
         try:
             capture = await diagnostics.startup(pod, self.runtime.pods)
         except (errors.ApiRefused, ConnectionError, TimeoutError) as e:
-            cause = (
-                "refused"
-                if isinstance(e, errors.ApiRefused)
-                else ("timeout" if isinstance(e, TimeoutError) else "unavailable")
-            )
-            metrics.log_read_failures.labels(path="cleanup", cause=cause).inc()
+            metrics.log_read_failures.labels(path="cleanup", cause=metrics_.cause(e)).inc()
             entry.log_reads = (entry.log_reads or 0) + 1
             if entry.log_reads < LOG_READS:
                 await self.save(before="counting a failed log read")

@@ -314,12 +314,7 @@ async def _remove_at_launch(
     try:
         capture = await diagnostics.startup(pod, client) if runtime.capture else None
     except (errors.ApiError, ConnectionError, TimeoutError) as e:
-        cause = (
-            "refused"
-            if isinstance(e, errors.ApiRefused)
-            else ("timeout" if isinstance(e, TimeoutError) else "unavailable")
-        )
-        runtime.metrics.log_read_failures.labels(path="launch", cause=cause).inc()
+        runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
         runtime.metrics.captures.labels(path="launch", result="kept").inc()
         return Removal(removed=False, why=f"its log could not be read: {e}")
     if capture is not None:
@@ -349,12 +344,14 @@ async def _remove_at_launch(
         await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
     except errors.NotFound:
         try:  # A 404 is believed only when a list agrees: "removed" must not be a guess.
-            listed = await client.list(namespace=attempt.namespace, name=attempt.pod_name)
+            listed = await client.still_listed(
+                plural="pods", namespace=attempt.namespace, name=attempt.pod_name, uid=uid
+            )
         except errors.ApiError as e:
             return Removal(
                 removed=False, why=f"the delete answered 404 and the list failed: {e}", capture=capture
             )
-        if any((item.get("metadata") or {}).get("uid") == uid for item in listed):
+        if listed:
             return Removal(
                 removed=False, why="the delete answered 404 but the pod is still listed", capture=capture
             )

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 import prometheus_client
 
+from agentihooks_swarm import errors
+
+
+def cause(error: BaseException) -> str:
+    """The ``cause`` label of a failed log read: refused (403 …), timeout, or unavailable (429, 5xx)."""
+    if isinstance(error, errors.ApiRefused):
+        return "refused"
+    return "timeout" if isinstance(error, TimeoutError) else "unavailable"
+
 
 class Metrics:
     def __init__(self, *, registry: prometheus_client.CollectorRegistry | None = None) -> None:

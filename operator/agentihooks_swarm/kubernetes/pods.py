@@ -126,11 +126,14 @@ class PodClient:
         except errors.NotFound:
             return None
 
-    async def list(
-        self, *, namespace: str, selector: str | None = None, name: str | None = None
-    ) -> builtins.list[Object]:
-        """Pods by label selector, or the Pod of one name (a second opinion on a 404)."""
-        return await self._list("pods", namespace=namespace, selector=selector, name=name)
+    async def list(self, *, namespace: str, selector: str) -> builtins.list[Object]:
+        """Pods by label selector."""
+        return await self._list("pods", namespace=namespace, selector=selector, name=None)
+
+    async def still_listed(self, *, plural: str, namespace: str, name: str, uid: str) -> bool:
+        """Whether a list by name still shows this UID: the second opinion on a 404 or a 409."""
+        items = await self._list(plural, namespace=namespace, selector=None, name=name)
+        return any((item.get("metadata") or {}).get("uid") == uid for item in items)
 
     async def _list(
         self, plural: str, *, namespace: str, selector: str | None, name: str | None
@@ -255,10 +258,8 @@ class PodClient:
         except errors.NotFound:
             return None
 
-    async def list_services(
-        self, *, namespace: str, selector: str | None = None, name: str | None = None
-    ) -> builtins.list[Object]:
-        return await self._list("services", namespace=namespace, selector=selector, name=name)
+    async def list_services(self, *, namespace: str, selector: str) -> builtins.list[Object]:
+        return await self._list("services", namespace=namespace, selector=selector, name=None)
 
     async def delete_service(self, *, namespace: str, name: str, uid: str) -> None:
         await self._delete("services", namespace=namespace, name=name, uid=uid)

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the test control plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd, kwok, helm) from the Go modules pinned in this folder's go.mod, once, into a cache
+# kubelet, kube-proxy, etcd, kwok, helm) from the Go modules pinned in this folder's go.mod, once, into a cache
 # directory outside the repository keyed by the pins. Prints the bin directory.
 #
 #   AGENTIHOOKS_SWARM_CACHE   cache root (default: ~/.cache/agentihooks-swarm)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${AGENTIHOOKS_SWARM_CACHE:-$HOME/.cache/agentihooks-swarm}"
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm)
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd kwok helm)
 # What decides the binaries: the pins, our etcd main, the tool list and the build flags below
 # (RECIPE); edit RECIPE's version when changing how they are built. Comments and messages don't count.
 RECIPE="v1 tools=${tools[*]} flags=-trimpath,-s,-w,CGO_ENABLED=0,version-ldflags"
@@ -43,6 +43,8 @@ start=$(date +%s)
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy \
     sigs.k8s.io/kwok/cmd/kwok \
     helm.sh/helm/v4/cmd/helm \
     ./etcd

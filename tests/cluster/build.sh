@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Builds the test control plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# kubelet, kube-proxy, etcd, kwok, helm) from the Go modules pinned in this folder's go.mod, once, into a cache
+# Builds the test cluster's binaries from the Go modules pinned in this folder, once, into a cache
 # directory outside the repository keyed by the pins. Prints the bin directory.
+#   - this folder's go.mod: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet,
+#     kube-proxy (Kubernetes), etcd (our tiny main on etcd's embed package), kwok, helm;
+#   - coredns/go.mod: CoreDNS with only the plugins the real node's cluster DNS uses (its own module,
+#     so CoreDNS's dependencies never move the Kubernetes pins).
+# A bin directory missing some binaries (e.g. a cache made before a tool was added under the same
+# pins) is completed by building only the missing group.
 #
 #   AGENTIHOOKS_SWARM_CACHE   cache root (default: ~/.cache/agentihooks-swarm)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${AGENTIHOOKS_SWARM_CACHE:-$HOME/.cache/agentihooks-swarm}"
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd kwok helm)
-# What decides the binaries: the pins, our etcd main, the tool list and the build flags below
-# (RECIPE); edit RECIPE's version when changing how they are built. Comments and messages don't count.
-RECIPE="v1 tools=${tools[*]} flags=-trimpath,-s,-w,CGO_ENABLED=0,version-ldflags"
-key="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go"; echo "$RECIPE"; } | sha256sum | cut -c1-16)"
+kube_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd kwok helm)
+dns_tools=(coredns)
+# What decides the binaries: the pins, our mains, the tool lists and the build flags below (RECIPE);
+# edit RECIPE's version when changing how they are built. Comments and messages don't count.
+RECIPE="v2 kube=${kube_tools[*]} dns=${dns_tools[*]} flags=-trimpath,-s,-w,CGO_ENABLED=0,version-ldflags"
+key="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" \
+          "$here/coredns/go.mod" "$here/coredns/go.sum" "$here/coredns/main.go"; echo "$RECIPE"; } \
+        | sha256sum | cut -c1-16)"
 bin="$cache_root/cluster-$key/bin"
 
-complete=1
-for tool in "${tools[@]}"; do [ -x "$bin/$tool" ] || complete=0; done
-if [ "$complete" = 1 ]; then
+missing() { local tool; for tool in "$@"; do [ -x "$bin/$tool" ] || return 0; done; return 1; }
+if ! missing "${kube_tools[@]}" "${dns_tools[@]}"; then
   echo "$bin"
   exit 0
 fi
@@ -30,25 +37,34 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
 
+# Build into bin.partial (starting from what bin already has) and move it into place at the end, so
+# an interrupted build never leaves a bin directory that looks complete.
 tmp="$cache_root/cluster-$key/bin.partial"
 rm -rf "$tmp"
 mkdir -p "$tmp"
-echo "build.sh: building ${tools[*]} for Kubernetes $k8s_version into $bin (first run only; about 10 min on 2 cores)" >&2
+[ -d "$bin" ] && cp -a "$bin/." "$tmp/"
+export GOFLAGS=-mod=mod CGO_ENABLED=0
 start=$(date +%s)
-(
-  cd "$here"
-  export GOFLAGS=-mod=mod CGO_ENABLED=0
-  go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl \
-    k8s.io/kubernetes/cmd/kubelet \
-    k8s.io/kubernetes/cmd/kube-proxy \
-    sigs.k8s.io/kwok/cmd/kwok \
-    helm.sh/helm/v4/cmd/helm \
-    ./etcd
-)
+if missing "${kube_tools[@]}"; then
+  echo "build.sh: building ${kube_tools[*]} for Kubernetes $k8s_version into $bin (first run only; about 10 min on 2 cores)" >&2
+  (
+    cd "$here"
+    go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+      k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kubectl \
+      k8s.io/kubernetes/cmd/kubelet \
+      k8s.io/kubernetes/cmd/kube-proxy \
+      sigs.k8s.io/kwok/cmd/kwok \
+      helm.sh/helm/v4/cmd/helm \
+      ./etcd
+  )
+fi
+if missing "${dns_tools[@]}"; then
+  echo "build.sh: building coredns into $bin (first run only; about 2 min on 2 cores)" >&2
+  (cd "$here/coredns" && go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .)
+fi
 rm -rf "$bin"
 mv "$tmp" "$bin"
 echo "build.sh: built in $(( $(date +%s) - start ))s" >&2

@@ -8,6 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CLUSTER := $(PY) -m tests.support.cluster
 PYTEST_ARGS ?=
+NODE ?= kwok
 
 .PHONY: help
 help: ## Show this help
@@ -52,8 +53,8 @@ test-unit: $(STAMP) ## Unit tests only (no cluster, no Redis)
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
 .PHONY: cluster-up
-cluster-up: $(STAMP) system-deps ## Start the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)
-	$(CLUSTER) up
+cluster-up: $(STAMP) system-deps ## Start the local cluster (NODE=kwok, default; NODE=real: containerd + kubelet, root)
+	$(CLUSTER) up --node $(NODE)
 
 .PHONY: cluster-down
 cluster-down: $(STAMP) ## Stop the local control plane and remove its state

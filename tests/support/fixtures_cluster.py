@@ -2,11 +2,13 @@
 
 Load with ``pytest_plugins = ["tests.support.fixtures_cluster"]`` (or ``-p``). Fixtures:
 
-``control_plane`` (session) -> ``ControlPlane``
-    Builds the binaries once (at collection time, before any test's timeout starts) and starts
-    a control plane for the session, stopped at its end. With ``AGENTIHOOKS_SWARM_CLUSTER_STATE``
-    set (``eval "$(python -m tests.support.cluster env)"`` after ``cluster up``), the running
-    CLI cluster is reused and left running.
+``control_plane`` -> ``ControlPlane``
+    The cluster of the test's node kind: tests marked ``@pytest.mark.realnode`` get the real
+    node (containerd + kubelet, real containers; root), every other test the kwok node. Each
+    kind is started once per session (binaries and images are built at collection time, before
+    any test's timeout starts) and stopped at its end. With ``AGENTIHOOKS_SWARM_CLUSTER_STATE``
+    set (``eval "$(python -m tests.support.cluster env)"`` after ``cluster up``), the running CLI
+    cluster is reused for tests of its kind and left running.
 ``namespace`` (function) -> ``str``
     A fresh namespace, Pod Security ``enforce: baseline`` unless the test is marked
     ``@pytest.mark.pod_security("restricted")`` (or ``"privileged"``); its ``default``
@@ -32,7 +34,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
-from tests.support.cluster import STATE_ENV, ClusterError, ControlPlane, build, start
+from tests.support.cluster import STATE_ENV, ClusterError, ControlPlane, NodeKind, build, nodes
 
 _BIN_DIR = pytest.StashKey[Path]()
 
@@ -42,14 +44,68 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "pod_security(level): Pod Security enforce level of the `namespace` fixture (default: baseline)",
     )
+    config.addinivalue_line(
+        "markers",
+        "realnode: runs on the real node (containerd, kubelet, real containers; needs root)",
+    )
+
+
+def node_kind(item: pytest.Item) -> NodeKind:
+    """The one place that decides which node a test's cluster has."""
+    return "real" if item.get_closest_marker("realnode") else "kwok"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the binaries before any test runs: a cold build outlasts a test's timeout."""
-    if os.environ.get(STATE_ENV) or session.config.option.collectonly:
+    """Build the binaries (and a real node's images) before any test runs: a cold build outlasts
+    a test's timeout."""
+    if session.config.option.collectonly:
         return
-    if any("control_plane" in getattr(item, "fixturenames", ()) for item in session.items):
+    users = [item for item in session.items if "control_plane" in getattr(item, "fixturenames", ())]
+    if users and not os.environ.get(STATE_ENV):
         session.config.stash[_BIN_DIR] = build()
+    if any(node_kind(item) == "real" for item in users):
+        nodes.real_node_images()
+
+
+def _reused(kind: NodeKind) -> ControlPlane | None:
+    state = os.environ.get(STATE_ENV)
+    if not state:
+        return None
+    plane = ControlPlane.load(Path(state))
+    if plane.node_kind != kind:
+        return None
+    if not plane.healthy():
+        raise ClusterError(f"{STATE_ENV}={state}: that cluster is not healthy (cluster status)")
+    return plane
+
+
+def _session_plane(
+    request: pytest.FixtureRequest, factory: pytest.TempPathFactory, kind: NodeKind
+) -> Iterator[ControlPlane]:
+    reused = _reused(kind)
+    if reused is not None:
+        yield reused
+        return
+    bin_dir = request.config.stash.get(_BIN_DIR, None) or build()
+    plane = nodes.start(kind=kind, workdir=factory.mktemp(f"cluster-{kind}"), bin_dir=bin_dir)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kwok_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    yield from _session_plane(request, tmp_path_factory, "kwok")
+
+
+@pytest.fixture(scope="session")
+def real_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    yield from _session_plane(request, tmp_path_factory, "real")
 
 
 @asynccontextmanager
@@ -61,23 +117,11 @@ async def api_client(*, kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
         yield api
 
 
-@pytest.fixture(scope="session")
-def control_plane(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControlPlane]:
-    state = os.environ.get(STATE_ENV)
-    if state:
-        plane = ControlPlane.load(Path(state))
-        if not plane.healthy():
-            raise ClusterError(f"{STATE_ENV}={state}: that cluster is not healthy (cluster status)")
-        yield plane
-        return
-    bin_dir = request.config.stash.get(_BIN_DIR, None) or build()
-    plane = start(workdir=tmp_path_factory.mktemp("control-plane"), bin_dir=bin_dir)
-    try:
-        yield plane
-    finally:
-        plane.stop()
+@pytest.fixture
+def control_plane(request: pytest.FixtureRequest) -> ControlPlane:
+    kind = node_kind(request.node)
+    plane: ControlPlane = request.getfixturevalue("real_plane" if kind == "real" else "kwok_plane")
+    return plane
 
 
 @pytest.fixture

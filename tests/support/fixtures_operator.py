@@ -30,10 +30,15 @@ from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.operator_process import OperatorProcess
 
+_APPLIED: dict[str, list[str]] = {}
 
-@pytest.fixture(scope="session")
+
+@pytest.fixture
 def swarm_crds(control_plane: ControlPlane) -> list[str]:
-    return crds.apply(control_plane)
+    """The Swarm and Execution CRDs, applied once per cluster (session)."""
+    if control_plane.server not in _APPLIED:
+        _APPLIED[control_plane.server] = crds.apply(control_plane)
+    return _APPLIED[control_plane.server]
 
 
 @pytest.fixture

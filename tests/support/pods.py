@@ -1,6 +1,6 @@
 """Make Pods on the test control plane behave, through kwok's own mechanisms only.
 
-Nothing here writes Pod status: the kwok Stages in ``tests/support/kwok/pods.yaml`` play every
+Nothing here writes Pod status: the kwok Stages in ``tests/support/cluster/kwok/pods.yaml`` play every
 Pod that lands on the fake Node (scheduled there by kube-scheduler), and kwok's kubelet-like
 server answers ``GET pods/{name}/log`` from a file named by a kwok ``Logs`` object.
 

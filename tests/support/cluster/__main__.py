@@ -1,0 +1,5 @@
+import sys
+
+from tests.support.cluster.cli import main
+
+sys.exit(main())

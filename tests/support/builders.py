@@ -19,10 +19,11 @@ def swarm(
     annotations: Mapping[str, str] | None = None,
     terminal_port: int | None = None,
     env: Sequence[Mapping[str, Any]] = (),
+    command: Sequence[str] = ("/bin/worker",),
 ) -> dict[str, Any]:
     worker: dict[str, Any] = {
         "image": image,
-        "command": ["/bin/worker"],
+        "command": list(command),
         "annotations": dict(annotations or {}),
         "env": [dict(e) for e in env],
     }

@@ -34,7 +34,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
-from tests.support.cluster import STATE_ENV, ClusterError, ControlPlane, NodeKind, build, nodes
+from tests.support.cluster import STATE_ENV, ClusterError, ControlPlane, NodeKind, build, host, nodes
 
 _BIN_DIR = pytest.StashKey[Path]()
 
@@ -87,11 +87,16 @@ def _session_plane(
         yield reused
         return
     bin_dir = request.config.stash.get(_BIN_DIR, None) or build()
+    machine = host.snapshot() if kind == "real" else None
     plane = nodes.start(kind=kind, workdir=factory.mktemp(f"cluster-{kind}"), bin_dir=bin_dir)
     try:
         yield plane
     finally:
         plane.stop()
+    if machine is not None:  # a real node must leave the machine as it found it
+        left = host.leftovers(workdir=plane.workdir)
+        assert not left, f"the real node left {left}"
+        assert host.snapshot() == machine, "the real node did not restore the machine's settings"
 
 
 @pytest.fixture(scope="session")

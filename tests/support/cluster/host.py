@@ -16,6 +16,7 @@ Only one real node runs on a machine at a time: it owns :data:`NODE_IP` and thes
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -62,6 +63,18 @@ SYSCTLS: Final = (
     "kernel/keys/root_maxbytes",
 )
 _CGROUP_FS: Final = Path("/sys/fs/cgroup")
+
+
+def runtime_dir(workdir: Path) -> Path:
+    """A short directory for the node's unix sockets (a socket path has at most 104 bytes, and a
+    pytest work directory is longer): ``/run/agentihooks-swarm-<hash of workdir>``."""
+    digest = hashlib.sha256(str(workdir).encode()).hexdigest()[:10]
+    return Path("/run") / f"agentihooks-swarm-{digest}"
+
+
+def _ours(workdir: Path) -> list[int]:
+    """Live processes started from ``workdir``'s node (containerd shims name only its socket)."""
+    return sorted(set(pids_mentioning(str(workdir))) | set(pids_mentioning(str(runtime_dir(workdir)))))
 
 
 def _run(*argv: str, check: bool = True, stdin: str | None = None) -> str:
@@ -160,8 +173,10 @@ def release(*, workdir: Path) -> None:
         recorded = json.loads(CLAIM_FILE.read_text())
         if Path(recorded["workdir"]) == workdir:
             state = recorded
-    kill_pids(pids_mentioning(str(workdir)))
+    kill_pids(_ours(workdir))
     unmount_below(workdir)
+    unmount_below(runtime_dir(workdir))
+    shutil.rmtree(runtime_dir(workdir), ignore_errors=True)
     for path in CREATED_PATHS:
         if state is not None and path not in state["existing_paths"] and os.path.lexists(path):
             unmount_below(Path(path))
@@ -218,14 +233,18 @@ def _restore_nftables(saved: str) -> None:
 def leftovers(*, workdir: Path) -> list[str]:
     """What of a released real node is still on the machine (empty when nothing is)."""
     found: list[str] = []
-    if CLAIM_FILE.exists():
+    if CLAIM_FILE.exists() and claimed_workdir() == workdir:
         found.append(f"claim file {CLAIM_FILE}")
-    if pids_mentioning(str(workdir)):
-        found.append(f"processes mentioning {workdir}: {pids_mentioning(str(workdir))}")
+    if _ours(workdir):
+        found.append(f"processes of the node in {workdir}: {_ours(workdir)}")
+    if runtime_dir(workdir).exists():
+        found.append(f"directory {runtime_dir(workdir)}")
     prefix = str(workdir)
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     found += [f"mount {m}" for m in mounts if m.startswith(prefix)]
-    found += [f"cgroup {h / CGROUP_ROOT}" for h in _cgroup_hierarchies() if (h / CGROUP_ROOT).exists()]
+    held_by_another = CLAIM_FILE.exists() and claimed_workdir() != workdir
+    if not held_by_another:  # the cgroup root is the machine's one real node's, whichever it is
+        found += [f"cgroup {h / CGROUP_ROOT}" for h in _cgroup_hierarchies() if (h / CGROUP_ROOT).exists()]
     return found
 
 

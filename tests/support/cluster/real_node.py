@@ -86,7 +86,7 @@ def ensure_packages() -> None:
 
 
 def containerd_socket(workdir: Path) -> Path:
-    return workdir / "containerd" / "state" / "containerd.sock"
+    return host.runtime_dir(workdir) / "containerd.sock"
 
 
 def ctr(workdir: Path, *args: str, timeout: float = 120) -> str:
@@ -222,6 +222,7 @@ def _write_containerd_config(workdir: Path, *, sandbox_image: str) -> Path:
     base = workdir / "containerd"
     for sub in ("root", "state", "runc", "opt", "certs.d"):
         (base / sub).mkdir(parents=True, exist_ok=True)
+    host.runtime_dir(workdir).mkdir(parents=True, exist_ok=True)
     for registry in _BLOCKED_REGISTRIES:
         hosts = base / "certs.d" / registry / "hosts.toml"
         hosts.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,200 @@
+"""The chart as users run it: ``helm install`` into a Pod Security ``restricted`` namespace on
+the real node, the controller in-cluster (the operator's image, built offline here), records
+read with ``kubectl exec deployment/RELEASE-controller -c controller -- python -c …``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realnode import images
+from tests.support.cluster import ControlPlane, host
+from tests.support.redis_server import RedisServer
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "agentihooks-swarm"
+PROOF = CHART / "ci" / "startup-refusal-proof.sh"
+#: The chart's values that point it at the images loaded into the node (nothing is pulled).
+IMAGE_VALUES = (
+    "--set", f"image.repository={images.OPERATOR.rsplit(':', 1)[0]}",
+    "--set", f"image.tag={images.OPERATOR.rsplit(':', 1)[1]}",
+    "--set", "image.pullPolicy=Never",
+    "--set", f"redis.bundled.image.repository={images.REDIS.rsplit(':', 1)[0]}",
+    "--set", f"redis.bundled.image.tag={images.REDIS.rsplit(':', 1)[1]}",
+    "--set", "redis.bundled.image.pullPolicy=Never",
+)  # fmt: skip
+#: The spec's first read command, with this package's module path.
+READ = """
+import sys
+from agentihooks_swarm.store import connect
+store = connect()
+print(store.redis.hget(store.key(sys.argv[1], sys.argv[2]), sys.argv[3]))
+"""
+
+
+def run(plane: ControlPlane, tool: str, *args: str, timeout: float = 240, check: bool = True) -> str:
+    env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "PATH": f"{plane.bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        [str(plane.bin_dir / tool), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(
+            f"{tool} {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
+    return done.stdout
+
+
+def install(plane: ControlPlane, *, namespace: str, release: str, values: tuple[str, ...] = ()) -> None:
+    run(
+        plane, "helm", "install", release, str(CHART), "--namespace", namespace, *IMAGE_VALUES, *values,
+        "--set", "operator.cleanupIntervalSeconds=2", "--wait", "--timeout", "180s",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def node_redis() -> Iterator[RedisServer]:
+    """A Redis outside the cluster that Pods can reach: on the node's address (a /32 on lo)."""
+    with RedisServer(host=host.NODE_IP) as server:
+        yield server
+
+
+def lease_holder_pod(plane: ControlPlane, *, namespace: str, release: str) -> str:
+    """The controller Pod holding the Lease (its identity is HOSTNAME-PID; a Pod's hostname is its name)."""
+    deadline = time.monotonic() + 60
+    while True:
+        out = run(
+            plane,
+            "kubectl",
+            "get",
+            "lease",
+            f"{release}-controller",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            check=False,
+        )
+        holder = json.loads(out).get("spec", {}).get("holderIdentity") if out else None
+        if holder:
+            return str(holder).rsplit("-", 1)[0]
+        assert time.monotonic() < deadline, "no controller took the Lease in 60s"
+        time.sleep(0.5)
+
+
+def read_record(
+    plane: ControlPlane, *, namespace: str, release: str, slug: str, name: str, execution: str
+) -> Any:
+    target = f"deployment/{release}-controller"
+    out = run(
+        plane, "kubectl", "exec", "-n", namespace, target, "-c", "controller", "--",
+        "python", "-c", READ, slug, name, execution,
+    )  # fmt: skip
+    return None if out.strip() == "None" else json.loads(out)
+
+
+@pytest.mark.pod_security("restricted")
+@pytest.mark.parametrize("redis_mode", ["bundled", "external"])
+def test_the_chart_runs_the_controller_in_cluster(
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    redis_mode: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    release = "ahs"
+    values: tuple[str, ...] = ()
+    if redis_mode == "external":
+        server: RedisServer = request.getfixturevalue("node_redis")
+        values = ("--set", "redis.mode=external", "--set", f"redis.external.url={server.url}")
+    install(control_plane, namespace=namespace, release=release, values=values)
+
+    deployment = json.loads(
+        run(
+            control_plane,
+            "kubectl",
+            "get",
+            "deployment",
+            f"{release}-controller",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+        )
+    )
+    assert deployment["status"].get("readyReplicas") == 1
+    pod = lease_holder_pod(control_plane, namespace=namespace, release=release)
+    assert pod.startswith(f"{release}-controller-")
+    spec = json.loads(run(control_plane, "kubectl", "get", "pod", pod, "-n", namespace, "-o", "json"))
+    assert not spec["spec"].get("hostNetwork")  # the Pod network, the `kubernetes` Service and DNS
+    assert spec["status"]["podIP"].startswith("10.244.")
+    [container] = [c for c in spec["spec"]["containers"] if c["name"] == "controller"]
+    assert container["image"] == images.OPERATOR
+
+    metrics = run(
+        control_plane,
+        "kubectl",
+        "get",
+        "--raw",
+        f"/api/v1/namespaces/{namespace}/pods/{pod}:9090/proxy/metrics",
+    )
+    assert "agentihooks_swarm_" in metrics
+
+    # The spec's read command, verbatim, in the controller container: Redis reached from the Pod
+    # (the bundled one by its Service's DNS name), nothing stored yet.
+    assert (
+        read_record(
+            control_plane,
+            namespace=namespace,
+            release=release,
+            slug="s",
+            name="attempt-startup-diagnostics",
+            execution="none",
+        )
+        is None
+    )
+    run(control_plane, "helm", "uninstall", release, "--namespace", namespace, "--wait")
+
+
+@pytest.mark.pod_security("restricted")
+@pytest.mark.parametrize("mode", ["logs", "no-logs"])
+def test_startup_refusal_proof_in_cluster(
+    control_plane: ControlPlane, swarm_crds: list[str], mode: str
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")},
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        "PATH": f"{control_plane.bin_dir}:{os.environ['PATH']}",
+        "MODE": mode,
+        "OPERATOR": "in-cluster",
+        "NAMESPACE": f"proof-{mode}-{suffix}",
+        "RELEASE": f"proof-{suffix}",
+        "WORKER_IMAGE": images.BUSYBOX,
+        "HELM_ARGS": " ".join(IMAGE_VALUES),
+        "TIMEOUT": "180",
+    }
+    done = subprocess.run(
+        ["bash", str(PROOF)], env=env, capture_output=True, text=True, timeout=600, cwd=REPO, check=False
+    )
+    output = done.stdout + done.stderr
+    try:
+        assert done.returncode == 0, output
+        assert f"PROOF PASSED ({mode}, operator in-cluster)" in done.stdout, output
+        # logs: the planted line is in the record; no-logs: exit reasons only, after three reads.
+        assert ("planted kind refusal" in done.stdout) == (mode == "logs"), output
+        assert ('"log_reads": 3' in done.stdout) == (mode == "no-logs"), output
+    finally:
+        run(control_plane, "kubectl", "delete", "namespace", env["NAMESPACE"], "--wait=false", check=False)

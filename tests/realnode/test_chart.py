@@ -198,3 +198,99 @@ def test_startup_refusal_proof_in_cluster(
         assert ('"log_reads": 3' in done.stdout) == (mode == "no-logs"), output
     finally:
         run(control_plane, "kubectl", "delete", "namespace", env["NAMESPACE"], "--wait=false", check=False)
+
+
+#: Evidence for several executions in one exec: the launch-removal record and the retained one.
+READ_EVIDENCE = """
+import json, sys
+from agentihooks_swarm.store import connect
+store = connect()
+slug = sys.argv[1]
+found = {}
+for execution in sys.argv[2:]:
+    startup = store.redis.hget(store.key(slug, "attempt-startup-diagnostics"), execution)
+    retained = store.redis.hget(store.key(slug, "attempt-retained"), execution)
+    found[execution] = {"startup": json.loads(startup) if startup else None,
+                        "retained": json.loads(retained) if retained else None}
+found["_count"] = store.redis.hlen(store.key(slug, "attempt-startup-diagnostics"))
+print(json.dumps(found))
+"""
+
+
+def manifest(plane: ControlPlane, namespace: str, document: dict[str, Any]) -> None:
+    path = plane.workdir / f"manifest-{uuid.uuid4().hex[:8]}.json"
+    path.write_text(json.dumps(document))
+    run(plane, "kubectl", "apply", "-n", namespace, "-f", str(path))
+
+
+@pytest.mark.pod_security("restricted")
+def test_two_replicas_in_cluster_survive_the_leader_pod_being_killed(
+    control_plane: ControlPlane, namespace: str, swarm_crds: list[str]
+) -> None:
+    from tests.realnode.test_node import pod as busybox_pod
+
+    release, slug, count = "ha", "ha", 6
+    install(
+        control_plane, namespace=namespace, release=release,
+        values=("--set", "replicas=2", "--set", "operator.leaseDurationSeconds=6"),
+    )  # fmt: skip
+    leader = lease_holder_pod(control_plane, namespace=namespace, release=release)
+    executions = [f"ha-{i}" for i in range(count)]
+    uids: dict[str, str] = {}
+    for execution in executions:
+        worker = busybox_pod("w", f"echo 'worker startup refused: {execution}'; exit 78")
+        worker["metadata"] = {
+            "name": f"swarm-worker-{execution}-1",
+            "labels": {
+                "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{slug}",
+                "swarm.agentihooks.io/execution-id": execution,
+                "swarm.agentihooks.io/generation": "1",
+            },
+        }
+        manifest(control_plane, namespace, worker)
+    for execution in executions:
+        run(control_plane, "kubectl", "wait", "-n", namespace, "--for=jsonpath={.status.phase}=Failed",
+            f"pod/swarm-worker-{execution}-1", "--timeout=90s")  # fmt: skip
+        uids[execution] = run(
+            control_plane, "kubectl", "get", "pod", f"swarm-worker-{execution}-1", "-n", namespace,
+            "-o", "jsonpath={.metadata.uid}",
+        )  # fmt: skip
+    manifest(control_plane, namespace, {
+        "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Swarm", "metadata": {"name": slug},
+        "spec": {"registration": {"projects": ["registered"]}, "worker": {"image": images.BUSYBOX}},
+    })  # fmt: skip
+    for execution in executions:
+        manifest(control_plane, namespace, {
+            "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Execution",
+            "metadata": {"name": execution},
+            "spec": {"swarm": slug, "project": "outside", "task": {"n": execution}},
+        })  # fmt: skip
+    # Refusals are in flight: kill the leader's Pod outright; the standby takes over.
+    run(control_plane, "kubectl", "delete", "pod", leader, "-n", namespace, "--grace-period=0", "--force")
+    for execution in executions:
+        run(control_plane, "kubectl", "wait", "-n", namespace, "--for=delete",
+            f"pod/swarm-worker-{execution}-1", "--timeout=150s")  # fmt: skip
+    new_leader = lease_holder_pod(control_plane, namespace=namespace, release=release)
+    assert new_leader != leader
+
+    out = run(
+        control_plane, "kubectl", "exec", "-n", namespace, new_leader, "-c", "controller", "--",
+        "python", "-c", READ_EVIDENCE, slug, *executions,
+    )  # fmt: skip
+    evidence = json.loads(out)
+    for execution in executions:
+        startup = evidence[execution]["startup"]
+        retained = evidence[execution]["retained"]
+        # Stored exactly once: by launch removal (first capture wins), or, if that was cut off
+        # with the leader, by final cleanup; either way for the Pod's own UID, with its log.
+        if startup is not None:
+            capture, uid = startup["startup"], startup["uid"]
+        else:
+            assert retained is not None, f"no evidence for {execution}: {evidence}"
+            [entry] = retained["removed"]["pods"]
+            capture, uid = entry["startup"], entry["uid"]
+        assert uid == uids[execution]
+        [container] = capture["containers"]
+        assert container["terminated"]["exitCode"] == 78
+        assert container["log"].rstrip().endswith(f"worker startup refused: {execution}")
+    assert evidence["_count"] <= count

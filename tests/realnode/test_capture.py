@@ -54,7 +54,8 @@ async def refuse(
         "name": name,
         "labels": labels.attempt(slug=SLUG, execution=execution, generation=1),
     }
-    await client.CoreV1Api(api).create_namespaced_pod(namespace, worker)
+    manifest: Any = worker
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, manifest)
     await pods.wait_for_phase(api, namespace=namespace, name=name, phase=phase, timeout=60)
     process = operator(kubeconfig=cluster.kubeconfig, namespace=namespace)
     await helpers.create(

@@ -51,7 +51,8 @@ def pod(name: str, script: str, *, init: str | None = None, memory: str | None =
 
 
 async def run_to_end(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> Any:
-    await client.CoreV1Api(api).create_namespaced_pod(namespace, body)
+    manifest: Any = body
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, manifest)
     name = body["metadata"]["name"]
     for phase in ("Succeeded", "Failed"):
         try:

@@ -63,6 +63,18 @@ Where kwok differs from a kubelet: it serves a container's log whatever the cont
 (a kubelet answers 400 "waiting to start" for a container that never started, kwok answers the
 planted or empty log); ``previous=true`` is refused (no previous log is planted); ``sinceTime``
 and ``sinceSeconds`` filter on the planted timestamps (``plant_log(first_timestamp=...)``).
+
+Where a real kubelet answers differently from kwok (seen on the real node, ``tests/realnode``):
+
+* A main container behind a failed init container stays ``waiting: PodInitializing`` and its log
+  answers **400** ``container "worker" in pod "…" is waiting to start: PodInitializing``. The
+  operator only reads logs of terminated containers, so that container is left out of the
+  capture and the init container's evidence is stored (``test_capture.py``).
+* ``containerID`` is ``containerd://<64 hex>``; ``startedAt``/``finishedAt`` are whole seconds and
+  often equal for a container that fails at once; the log's timestamps have 9 fractional digits.
+* stdout and stderr are one stream in the log, interleaved in the order written.
+* A memory limit kills with exit code 137, reason ``OOMKilled``; the log up to the kill is served.
+* Invalid UTF-8 is served raw, as from kwok.
 """
 
 from __future__ import annotations

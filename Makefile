@@ -24,10 +24,19 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv with the package and its test tools
 
 .PHONY: system-deps
-system-deps: ## Install redis-server and openssl from Debian's packages when absent (needs root)
-	@command -v redis-server >/dev/null && command -v openssl >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server openssl; }
-	@command -v go >/dev/null || { echo "Go is needed to build the test control plane (apt-get install golang-go or go.dev)"; exit 1; }
+system-deps: ## Install Debian packages the tests use when absent: redis, openssl, the real node's containerd/runc/CNI/nftables, the image tools (needs root)
+	@missing=""; \
+	for pair in redis-server:redis-server redis-sentinel:redis-sentinel openssl:openssl containerd:containerd \
+	            runc:runc iptables:iptables nft:nftables mmdebstrap:mmdebstrap buildah:buildah; do \
+	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair##*:}"; \
+	done; \
+	[ -e /usr/lib/cni/ptp ] || missing="$$missing containernetworking-plugins"; \
+	[ -e /bin/busybox ] || missing="$$missing busybox-static"; \
+	if [ -n "$$missing" ]; then \
+	  echo "system-deps: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@command -v go >/dev/null || { echo "Go is needed to build the test cluster (apt-get install golang-go or go.dev)"; exit 1; }
 
 .PHONY: binaries
 binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… once into ~/.cache/agentihooks-swarm

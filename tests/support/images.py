@@ -91,6 +91,7 @@ _STEP_TIMEOUT_SECONDS: Final = 1200.0
 #: Working containers are named for the process that made them, so a sweep can tell a killed
 #: run's leftovers from a live one's.
 _OWNED: Final = "agentihooks-swarm-"
+_BASE_NAME: Final = "localhost/agentihooks-swarm-base"
 #: Cache entries kept per image (the newest by last use).
 _KEEP: Final = 3
 #: No documentation, manual pages or translations in the images (copyright files stay).
@@ -372,7 +373,7 @@ def debian_base(*, cache: Path, sources: Sequence[str]) -> str:
             "hook": _PURGE_PERL,
         }
     )
-    ref = f"localhost/agentihooks-swarm-base:{key}"
+    ref = f"{_BASE_NAME}:{key}"
     with _entry(cache, "debian-python", key, "rootfs.tar") as (rootfs, partial):
         if partial is not None:
             _mmdebstrap(
@@ -384,6 +385,13 @@ def debian_base(*, cache: Path, sources: Sequence[str]) -> str:
             )
     if not _in_store(ref, cache=cache):
         _commit_rootfs(rootfs=rootfs, ref=ref, cache=cache, config=['--cmd=["python3"]'])
+        # Bases whose cache entry is gone (superseded) leave the store too.
+        listed = buildah("images", "--format", "{{.Name}}:{{.Tag}}", cache=cache)
+        for old in listed.splitlines():
+            name, _, tag = old.rpartition(":")
+            if name == _BASE_NAME and not (cache / f"debian-python-{tag}").exists():
+                with contextlib.suppress(ImageError):  # Still used by another build: kept.
+                    buildah("rmi", old, cache=cache)
     return ref
 
 

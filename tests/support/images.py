@@ -8,8 +8,9 @@ Debian's packages (fetched by ``mmdebstrap`` from the mirror the host's apt uses
   ``buildah bud --pull=never --network=none`` on a Debian base with python3 (``mmdebstrap
   --variant=apt``) given as ``PYTHON_IMAGE``, with the wheels that pip downloaded on the host
   (CPython 3.11, manylinux x86_64) in the build context's ``wheels/``;
-* busybox, ``localhost/busybox:test``, from ``busybox-static``: real worker containers
-  (``sh -c 'printf …; exit 78'``), user 65534 so that ``runAsNonRoot`` Pods accept it;
+* busybox, ``localhost/busybox:test``, from ``busybox-static`` (taken from the mirror with
+  ``mmdebstrap --variant=extract``, so the host's own busybox package is left alone): real worker
+  containers (``sh -c 'printf …; exit 78'``), user 65534 so that ``runAsNonRoot`` Pods accept it;
 * pause, ``localhost/pause:test``: the sandbox image, the busybox layer sleeping until TERM;
 * Redis, ``localhost/redis:test``, from ``redis-server``: the chart's bundled Redis (the chart
   runs ``redis-server`` with its own arguments as user 999, the image's user too).
@@ -17,9 +18,9 @@ Debian's packages (fetched by ``mmdebstrap`` from the mirror the host's apt uses
 Cache: ``~/.cache/agentihooks-swarm/images/<name>-<key>/`` (``AGENTIHOOKS_SWARM_CACHE`` moves the
 root, as for the control plane's binaries). The key hashes every input (the Debian sources and
 package lists, the Dockerfile and the files it copies, the wheels' requirements), so a warm call
-only finds a file; the three most recently used entries of each image are kept (checkouts on
-one machine share the cache). A Debian base built
-from a moving mirror is kept until its inputs change: delete the folder to refresh it.
+only finds a file; the three most recently used entries of each image are kept (checkouts on one
+machine share the cache). A Debian base from a moving mirror is kept until its inputs change:
+delete the folder to refresh it.
 
 buildah's storage is this module's own, ``images/buildah/`` under the cache (``--root storage``,
 ``--runroot run``), so the host's buildah images and tags are left alone; only the Debian base

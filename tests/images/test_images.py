@@ -26,11 +26,7 @@ import pytest
 
 from tests.support import images
 
-pytestmark = [
-    pytest.mark.images,
-    pytest.mark.timeout(1800),
-    pytest.mark.skipif(not images.buildah_works(), reason="buildah needs root on Linux here"),
-]
+pytestmark = [pytest.mark.images, pytest.mark.timeout(1800)]
 
 #: The operator image's budget, uncompressed (the Debian base is about 124 MB of it).
 OPERATOR_MAX_BYTES: Final = 230 * 1000 * 1000
@@ -51,6 +47,8 @@ def cache() -> Path:
 
 @pytest.fixture(scope="module")
 def built(cache: Path) -> dict[str, Path]:
+    if not images.buildah_works():
+        pytest.skip("buildah needs root on Linux here")
     return images.all_images(cache=cache)
 
 
@@ -292,3 +290,51 @@ def test_redis_serves_with_the_charts_arguments(built: dict[str, Path], runner: 
     )
     assert ran.code == 0, ran
     assert ran.out.split() == ["stored", "999", "appendonlydir"], ran
+
+
+def test_debian_sources_are_the_hosts_entries_for_the_suite(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "# a comment\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main contrib\n"
+        "deb-src http://mirror.example/debian bookworm main\n"
+        "deb http://mirror.example/debian trixie main  # another suite\n"
+    )
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\n"
+        "# http://snapshot.example/archive/debian/20250520T000000Z\n"
+        "URIs: http://deb.example/debian\n"
+        "Suites: bookworm bookworm-updates\n"
+        "Components: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        "\n"
+        "Types: deb\n"
+        "URIs: http://deb.example/debian-security\n"
+        "Suites: bookworm-security\n"
+        "Components: main\n"
+        "\n"
+        "Types: deb\n"
+        "URIs: http://off.example/debian\n"
+        "Suites: bookworm\n"
+        "Enabled: no\n"
+    )
+    (tmp_path / "sources.list.d" / "vendor.sources").write_text(
+        "Types: deb\nURIs: https://vendor.example/apt\nSuites: nodistro\nComponents: main\n"
+    )
+    (tmp_path / "sources.list.d" / "old.list.disabled").write_text("deb http://old.example bookworm main\n")
+    keyring = "[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]"
+    assert images.debian_sources(suite="bookworm", apt_dir=tmp_path) == [
+        "deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main contrib",
+        f"deb {keyring} http://deb.example/debian bookworm main",
+        f"deb {keyring} http://deb.example/debian bookworm-updates main",
+        "deb http://deb.example/debian-security bookworm-security main",
+    ]
+    assert images.debian_sources(suite="bullseye", apt_dir=tmp_path) == []
+
+
+def test_operator_requirements_are_the_build_backend_and_runtime_dependencies() -> None:
+    requirements = images.operator_requirements(repo=images.REPO_ROOT)
+    assert requirements[0].startswith("setuptools")
+    assert {"kopf", "kubernetes-asyncio", "redis", "pydantic", "prometheus-client"} <= {
+        r.split(">")[0].split("=")[0] for r in requirements
+    }

@@ -126,7 +126,7 @@ def started(pod: dict[str, Any]) -> bool:
     if not wanted:
         wanted = list(states)
     return bool(wanted) and all(
-        states.get(name, {}).get("running") or states.get(name, {}).get("terminated") for name in wanted
+        "running" in states.get(name, {}) or "terminated" in states.get(name, {}) for name in wanted
     )
 
 

@@ -7,6 +7,7 @@ The scenarios are ``tests/support/scenarios.py``; their node side is played by a
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
@@ -111,8 +112,8 @@ async def test_a_worker_that_never_starts_ends_with_a_record_that_says_why(
         assert record["containers"] == []
     if scenario.event_reason:
         assert scenario.event_reason in [e["reason"] for e in record["events"]]
-        last_times = [e["last_time"] for e in record["events"]]
-        assert last_times == sorted(last_times, reverse=True)  # Newest first.
+        last_times = [datetime.datetime.fromisoformat(e["last_time"]) for e in record["events"]]
+        assert last_times == sorted(last_times, reverse=True)  # Newest first (as times, not strings).
     for event in scenario.kubelet_events:
         assert {
             "type": event.type,

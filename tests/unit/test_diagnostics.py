@@ -332,3 +332,27 @@ def test_events_of_the_events_api_and_odd_ones() -> None:
         "last_time": "2026-11-30T08:05:00.000000Z",
     }
     assert kept[1].count == 1 and len(kept[1].message) == diagnostics.EVENT_MESSAGE_MAX
+
+
+def test_events_sort_by_time_not_by_string_and_ties_by_resource_version() -> None:
+    """A kubelet writes whole seconds, the scheduler microseconds: "…:57Z" is older than "…:57.7Z"."""
+    raw: list[Any] = [
+        {**event("Pulling", "2026-11-30T08:26:57Z"), "metadata": {"resourceVersion": "10"}},
+        {**event("Failed", "2026-11-30T08:26:57Z"), "metadata": {"resourceVersion": "12"}},
+        {
+            "type": "Normal",
+            "reason": "Scheduled",
+            "message": "assigned",
+            "eventTime": "2026-11-30T08:26:56.736939Z",
+            "metadata": {"resourceVersion": "9"},
+        },
+        {**event("Late", "2026-11-30T08:26:57.500000123Z"), "metadata": {"resourceVersion": "5"}},
+        {**event("Undated", ""), "metadata": {}},
+    ]
+    assert [e.reason for e in diagnostics.fit_events(raw)] == [
+        "Late",
+        "Failed",
+        "Pulling",
+        "Scheduled",
+        "Undated",
+    ]

@@ -13,6 +13,7 @@ says why in ``events_error``), so it never keeps a Pod that the spec would delet
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, Protocol
 
@@ -106,14 +107,28 @@ def _when(mapping: dict[str, Any], *fields: str) -> str:
     return ""
 
 
+_NEVER: Final = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+def _moment(value: str) -> datetime.datetime:
+    """An RFC 3339 time (seconds, micro- or nanoseconds), or the earliest time if it is none."""
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return _NEVER
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
 def fit_events(raw: Sequence[dict[str, Any]]) -> list[records.EventCapture]:
     """The newest Events first, at most ``EVENTS_MAX`` and ``EVENTS_MAX_BYTES`` of JSON in all.
 
     Both Event APIs' time fields are read: ``lastTimestamp``/``firstTimestamp`` (core/v1, what a
     kubelet writes), ``series.lastObservedTime`` and ``eventTime`` (events.k8s.io, the
-    scheduler's), then ``metadata.creationTimestamp``. RFC 3339 times in UTC sort as strings.
+    scheduler's), then ``metadata.creationTimestamp``. Times are compared as times (the two APIs
+    write different precisions, which do not sort as strings); equal times go by
+    ``resourceVersion``, which grows with every write.
     """
-    shaped = []
+    shaped: list[tuple[tuple[datetime.datetime, int], records.EventCapture]] = []
     for item in raw:
         if not isinstance(item, dict):
             continue
@@ -127,20 +142,25 @@ def fit_events(raw: Sequence[dict[str, Any]]) -> list[records.EventCapture]:
         first = _when(event, "firstTimestamp", "eventTime") or last
         count = series.get("count") or event.get("count") or 1
         message = str(event.get("message") or "")
+        version = str(_mapping(event.get("metadata")).get("resourceVersion") or "")
+        order = (_moment(last), int(version) if version.isdigit() else 0)
         shaped.append(
-            records.EventCapture(
-                type=str(event.get("type") or ""),
-                reason=str(event.get("reason") or ""),
-                message=message[:EVENT_MESSAGE_MAX],
-                count=count if isinstance(count, int) else 1,
-                first_time=first or None,
-                last_time=last or None,
+            (
+                order,
+                records.EventCapture(
+                    type=str(event.get("type") or ""),
+                    reason=str(event.get("reason") or ""),
+                    message=message[:EVENT_MESSAGE_MAX],
+                    count=count if isinstance(count, int) else 1,
+                    first_time=first or None,
+                    last_time=last or None,
+                ),
             )
         )
-    shaped.sort(key=lambda e: e.last_time or "", reverse=True)
+    shaped.sort(key=lambda pair: pair[0], reverse=True)
     kept: list[records.EventCapture] = []
     size = 2  # The list's brackets.
-    for shape in shaped[:EVENTS_MAX]:
+    for _, shape in shaped[:EVENTS_MAX]:
         cost = len(records.dump(shape).encode("utf-8")) + 1
         if size + cost > EVENTS_MAX_BYTES:
             break

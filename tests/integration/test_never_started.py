@@ -81,6 +81,8 @@ async def test_an_init_failure_captures_the_init_log_and_the_main_container_wait
     fault_proxy.reset_counts()
     async with runtime_for(proxy_kubeconfig) as runtime:
         assert (await remove(runtime, attempt, pod["metadata"]["uid"])).removed is True
+        counted = runtime.metrics.startup_failures.labels("launch", "exit_code")._value.get()
+    assert counted == 1
     assert fault_proxy.count(path=r".*/log$") == 1
     [read] = fault_proxy.matching_calls(path=r".*/log$")
     assert "container=init" in read.query

@@ -103,6 +103,25 @@ SCENARIOS = (
         ),
     ),
     Scenario(
+        name="slow-pull",
+        failure_class=records.FailureClass.DEADLINE_EXCEEDED,
+        captured=True,
+        reason="DeadlineExceeded",
+        # On a real node: an image too big to pull within the deadline.
+        image="registry.invalid/agentihooks-swarm/huge:1",
+        startup_deadline_seconds=3,
+        waiting_reason="ContainerCreating",
+        event_reason="Pulling",
+        kwok=pods.protocol_annotations(waiting_reason="ContainerCreating"),
+        kubelet_events=(
+            KubeletEvent(
+                type="Normal",
+                reason="Pulling",
+                message='Pulling image "registry.invalid/agentihooks-swarm/huge:1"',
+            ),
+        ),
+    ),
+    Scenario(
         name="unschedulable",
         failure_class=records.FailureClass.UNSCHEDULABLE,
         captured=False,

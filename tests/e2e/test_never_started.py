@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
-from tests.support import builders, scenarios
+from tests.support import builders, fixtures_cluster, scenarios
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -27,7 +27,10 @@ PREFIX = "agentihooks-swarm"
 
 
 @pytest.fixture
-def kubelet() -> scenarios.Kubelet:
+def kubelet(request: pytest.FixtureRequest) -> scenarios.Kubelet:
+    """The node side of a scenario, for the node this test's cluster has."""
+    if fixtures_cluster.node_kind(request.node) == "real":
+        return scenarios.RealKubelet()
     return scenarios.KwokKubelet()
 
 

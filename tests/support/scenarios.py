@@ -8,9 +8,10 @@ what its record must say. The Kubernetes side of the failure is played by a :cla
   Events a kubelet would post, through the real API server with ``involvedObject.uid`` set to
   the Pod's UID. The scheduler is the real kube-scheduler, so an unschedulable Pod and its
   ``FailedScheduling`` Event are real.
-* A real node (containerd + kubelet) needs no annotations and posts nothing: the template's
-  image that does not exist, Secret that is missing, request no node fits and memory limit do
-  the work. Such a kubelet implements the same two methods, returning ``{}`` and posting nothing.
+* :class:`RealKubelet` (containerd + kubelet, ``@pytest.mark.realnode``) needs no annotations
+  and posts nothing: the template's image that does not exist, Secret that is missing, request no
+  node fits and memory limit do the work. To run a scenario there, its template needs an image
+  the real node has (for ``oom-killed``, one that allocates past its limit) — not wired yet.
 """
 
 from __future__ import annotations
@@ -159,3 +160,13 @@ class KwokKubelet:
             await pods.post_event(
                 api, pod=pod, type_=event.type, reason=event.reason, message=event.message, count=event.count
             )
+
+
+class RealKubelet:
+    """A real node's kubelet plays itself: no annotations, and it posts its own Events."""
+
+    def annotations(self, scenario: Scenario) -> dict[str, str]:
+        return {}
+
+    async def report(self, api: client.ApiClient, *, pod: Mapping[str, Any], scenario: Scenario) -> None:
+        return None

@@ -52,7 +52,7 @@ async def advance(
     """Move the attempt on; raises what :func:`cleanup.run` raises when a cleanup pass fails."""
     retained = await store.read_retained(slug=attempt.slug, execution=attempt.execution)
     if retained is not None:
-        return _done(retained)
+        return await _finished(store=store, attempt=attempt, retained=retained)
     final = await store.read_final(slug=attempt.slug, execution=attempt.execution)
     if final is None:
         pod = await runtime.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
@@ -128,7 +128,19 @@ async def advance(
         archived=ready.archived,
         notify=notify,
     )
-    return _done(retained)
+    return await _finished(store=store, attempt=attempt, retained=retained)
+
+
+async def _finished(
+    *, store: store_.AsyncStore, attempt: launch.Attempt, retained: records.Retained
+) -> Progress:
+    """Done; a refused hand's class comes from launch removal's record (its Pod is gone by cleanup)."""
+    progress = _done(retained)
+    if progress.failure_class is None and retained.final.state == records.FinalState.REFUSED:
+        record = await store.read_startup(slug=attempt.slug, execution=attempt.execution)
+        if record is not None and record.startup.failure_class is not None:
+            return dataclasses.replace(progress, failure_class=str(record.startup.failure_class))
+    return progress
 
 
 def _done(retained: records.Retained) -> Progress:

@@ -356,3 +356,50 @@ def test_events_sort_by_time_not_by_string_and_ties_by_resource_version() -> Non
         "Scheduled",
         "Undated",
     ]
+
+
+@pytest.mark.parametrize(
+    ("capture", "expected"),
+    [
+        (
+            records.StartupCapture(
+                phase="Pending",
+                reason="",
+                containers=[],
+                waiting=[
+                    records.WaitingContainer(
+                        name="init", init=True, state={"waiting": {"reason": "PodInitializing"}}
+                    ),
+                    records.WaitingContainer(
+                        name="worker",
+                        state={"waiting": {"reason": "CreateContainerConfigError", "message": "no"}},
+                    ),
+                ],
+            ),
+            "container worker waiting: CreateContainerConfigError (no)",
+        ),
+        (
+            records.StartupCapture(
+                phase="Pending",
+                reason="",
+                containers=[],
+                conditions=[
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/1 nodes",
+                    }
+                ],
+            ),
+            "unschedulable: 0/1 nodes",
+        ),
+        (
+            records.StartupCapture(phase="Failed", reason="Evicted", containers=[]),
+            "pod phase Failed, reason Evicted",
+        ),
+        (records.StartupCapture(phase="", reason="", containers=[]), "pod phase unknown"),
+    ],
+)
+def test_summary_says_why_in_one_line(capture: records.StartupCapture, expected: str) -> None:
+    assert diagnostics.summary(capture) == expected

@@ -60,6 +60,7 @@ async def advance(
         state = finals.final_state(hand=hand, pod=pod, cancelled=cancelled, outcome=reported)
         reason: str | None = None
         evidence: records.StartupCapture | None = None
+        late: finals.Overdue | None = None
         if state is None and pod is not None:
             late = finals.overdue(pod, default=runtime.startup_deadline_seconds, at=finals.now())
             if late is not None and late.scheduled:
@@ -68,9 +69,7 @@ async def advance(
                 )
             if late is not None:
                 state, reason = records.FinalState.FAILED, UNSCHEDULABLE
-                evidence = await _unschedulable(
-                    runtime=runtime, attempt=attempt, pod=pod, late=late, notify=notify
-                )
+                evidence = await diagnostics.evidence(pod, runtime.pods)
         if state is None:
             phase = str(((pod or {}).get("status") or {}).get("phase") or "Pending")
             return Progress(phase=phase, waiting_for="the worker to finish")
@@ -89,6 +88,8 @@ async def advance(
                 evidence=evidence,
             ),
         )
+        if evidence is not None and late is not None and final.evidence is evidence:  # Ours was stored.
+            _unschedulable(runtime=runtime, attempt=attempt, evidence=evidence, late=late, notify=notify)
         notify.normal(
             reason="AttemptFinal",
             message=f"Attempt {attempt.generation} is final: {final.state}"
@@ -207,16 +208,15 @@ async def _fail_by_kubelet(
     )
 
 
-async def _unschedulable(
+def _unschedulable(
     *,
     runtime: launch.Runtime,
     attempt: launch.Attempt,
-    pod: dict[str, Any],
+    evidence: records.StartupCapture,
     late: finals.Overdue,
     notify: events.Events,
-) -> records.StartupCapture:
-    """Never scheduled within the deadline: the scheduler's conditions and Events, for the final record."""
-    evidence = await diagnostics.evidence(pod, runtime.pods)
+) -> None:
+    """Never scheduled within the deadline, and now recorded: count it and say so, once."""
     runtime.metrics.startup_deadlines.labels(action="unschedulable").inc()
     metrics.count_capture(runtime.metrics, path="deadline", capture=evidence)
     notify.warning(
@@ -224,4 +224,3 @@ async def _unschedulable(
         message=f"Worker pod {attempt.pod_name} was not scheduled within its startup deadline of "
         f"{late.deadline}s ({diagnostics.summary(evidence)}); the attempt ends failed, the pod is deleted.",
     )
-    return evidence

@@ -101,8 +101,8 @@ def test_an_unschedulable_final_record_round_trips_and_an_older_one_still_loads(
         containers=[],
         conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
         events=[records.EventCapture(type="Warning", reason="FailedScheduling", message="0/1", count=2)],
-        failure_class=records.FailureClass.UNSCHEDULABLE,
     )
+    evidence.failure_class = records.FailureClass.UNSCHEDULABLE  # `class` in JSON; set by name in code.
     final = records.FinalRecord(
         execution="e",
         generation=1,

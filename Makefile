@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv with the package and its test tools
 
 .PHONY: system-deps
-system-deps: ## Install Debian packages the tests use when absent: redis, openssl, the real node's containerd/runc/CNI/nftables, the image tools (needs root)
+system-deps: ## Install Debian packages the tests use when absent: redis, openssl, the real node's containerd/runc/CNI/nftables, the image tools, promtool (needs root)
 	@missing=""; \
 	for pair in redis-server:redis-server redis-sentinel:redis-sentinel openssl:openssl containerd:containerd \
 	            runc:runc iptables:iptables nft:nftables mmdebstrap:mmdebstrap buildah:buildah; do \
@@ -36,6 +36,11 @@ system-deps: ## Install Debian packages the tests use when absent: redis, openss
 	  echo "system-deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+	@# promtool checks and unit-tests the chart's alerts. Only promtool is wanted from Debian's
+	@# prometheus: on a host with systemd the package's own server (port 9090) is stopped and disabled.
+	@command -v promtool >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
+	    && { ! command -v systemctl >/dev/null || systemctl disable --now prometheus >/dev/null 2>&1 || true; }; }
 	@command -v go >/dev/null || { echo "Go is needed to build the test cluster (apt-get install golang-go or go.dev)"; exit 1; }
 
 .PHONY: binaries

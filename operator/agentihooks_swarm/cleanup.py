@@ -128,8 +128,10 @@ class _Pass:
                     f"log read {entry.log_reads} of {LOG_READS} for pod {entry.name} failed: {e}; "
                     "the pod stays and the next pass retries (check the controller Role for pods/log)"
                 ) from e
-            capture = await diagnostics.startup(pod, self.runtime.pods, read_logs=False)
+            capture = await diagnostics.startup(pod, self.runtime.pods, read_logs=False, failed_read=e)
             metrics.captures.labels(path="cleanup", result="degraded").inc()
+            if capture is not None:
+                metrics_.count_capture(metrics, path="cleanup", capture=capture)
             self.notify.warning(
                 reason="LogsLost",
                 message=f"Pod {entry.name}: logs lost, exit reasons kept "
@@ -137,6 +139,8 @@ class _Pass:
             )
             return capture
         metrics.captures.labels(path="cleanup", result="stored").inc()
+        if capture is not None:
+            metrics_.count_capture(metrics, path="cleanup", capture=capture)
         return capture
 
 
@@ -227,7 +231,11 @@ async def run(
     )
     guard.check(before="moving the journal to attempt-retained")
     await store.retain(slug=attempt.slug, retained=retained)
-    outcomes = ", ".join(f"{r.name}: {r.outcome}" for r in [*journal.removed.pods, *journal.removed.services])
+    outcomes = ", ".join(
+        f"{r.name}: {r.outcome}"
+        + (f" (class {r.startup.failure_class})" if r.startup and r.startup.failure_class else "")
+        for r in [*journal.removed.pods, *journal.removed.services]
+    )
     notify.normal(
         reason="CleanupFinished",
         message=f"Attempt {attempt.generation} cleaned up ({outcomes or 'nothing left'})"

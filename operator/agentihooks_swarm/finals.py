@@ -4,15 +4,22 @@ An attempt is final when its hand was refused, the Execution was cancelled or de
 reported success, or its Pod reached Succeeded or Failed (or vanished after the hand). Its final
 record is written once. Cleanup may start when the outcome is recorded and the transcript is
 archived up to the final record's transcript end, or when the archive deadline has passed.
+
+A worker Pod whose containers have not all started within its startup deadline is
+:func:`overdue`: a scheduled one gets ``activeDeadlineSeconds`` so its kubelet fails it
+(``DeadlineExceeded``) and it becomes final the Kubernetes way; one that was never scheduled has
+no kubelet to fail it, so its attempt ends ``failed`` with the reason ``Unschedulable``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 from typing import Any
 
 from agentihooks_swarm import records
+from agentihooks_swarm.kubernetes import labels
 
 
 def now() -> datetime.datetime:
@@ -82,10 +89,80 @@ def readiness(
     )
 
 
-def _parse(value: str | None) -> datetime.datetime | None:
-    if not value:
+def _parse(value: Any) -> datetime.datetime | None:
+    if not value or not isinstance(value, str):
         return None
     try:
         return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Overdue:
+    """A worker Pod past its startup deadline, and what ends it."""
+
+    #: The Pod's startup deadline in seconds.
+    deadline: int
+    #: False when the Pod has no node: no kubelet will ever fail it.
+    scheduled: bool
+    #: The ``activeDeadlineSeconds`` that makes its kubelet fail it now: counted by the kubelet
+    #: from ``status.startTime``, so the time the Pod waited for a node is taken off (at least 1).
+    active_deadline: int
+    #: True when the Pod already has an ``activeDeadlineSeconds`` at most that: nothing to set.
+    deadline_set: bool
+
+
+def started(pod: dict[str, Any]) -> bool:
+    """Whether every main container has started (is running or has terminated)."""
+    spec = _mapping(pod.get("spec"))
+    wanted = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, dict)]
+    statuses = _mapping(pod.get("status")).get("containerStatuses")
+    states = {
+        item.get("name"): _mapping(item.get("state"))
+        for item in (statuses if isinstance(statuses, list) else [])
+        if isinstance(item, dict)
+    }
+    if not wanted:
+        wanted = list(states)
+    return bool(wanted) and all(
+        "running" in states.get(name, {}) or "terminated" in states.get(name, {}) for name in wanted
+    )
+
+
+def startup_deadline(pod: dict[str, Any], *, default: int) -> int:
+    """The Pod's startup deadline: its annotation (set at creation from the template), else ``default``."""
+    annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    try:
+        value = int(str(annotations.get(labels.STARTUP_DEADLINE, "")))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def overdue(pod: dict[str, Any], *, default: int, at: datetime.datetime) -> Overdue | None:
+    """The Pod past its startup deadline with containers not all started, or None."""
+    status = _mapping(pod.get("status"))
+    if status.get("phase") not in (None, "Pending", "Running") or started(pod):
+        return None
+    metadata = _mapping(pod.get("metadata"))
+    created = _parse(metadata.get("creationTimestamp"))
+    if created is None or metadata.get("deletionTimestamp"):
+        return None
+    deadline = startup_deadline(pod, default=default)
+    if (at - created).total_seconds() < deadline:
+        return None
+    spec = _mapping(pod.get("spec"))
+    began = _parse(status.get("startTime")) or created
+    active = max(1, math.ceil(deadline - (began - created).total_seconds()))
+    current = spec.get("activeDeadlineSeconds")
+    return Overdue(
+        deadline=deadline,
+        scheduled=bool(spec.get("nodeName")),
+        active_deadline=active,
+        deadline_set=isinstance(current, int) and current <= active,
+    )
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -322,6 +322,10 @@ async def _advance(
     except leadership.NotLeader:
         return None
     except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:
+        wired: launch.Runtime = memo.runtime
+        wired.metrics.cleanup_failures.labels(error=type(e).__name__).inc()
+        if isinstance(e, errors.StoreUnavailable):
+            wired.metrics.store_failures.labels(path="cleanup").inc()
         _put(patch, status, "phase", "Cleaning")
         _set_condition(
             patch,
@@ -333,6 +337,19 @@ async def _advance(
     if progress.outcome is not None:
         _put(patch, status, "outcome", str(progress.outcome))
     _put(patch, status, "waitingFor", progress.waiting_for or None)
+    _put(patch, status, "reason", progress.reason or None)
+    _put(patch, status, "failureClass", progress.failure_class)
+    if progress.reason:
+        _set_condition(
+            patch,
+            status.get("conditions"),
+            _condition(
+                type_="Started",
+                status=False,
+                reason=progress.reason,
+                message=progress.message or f"The attempt ended: {progress.reason}.",
+            ),
+        )
     if progress.retained is not None:
         removed = progress.retained.removed
         cleaned = {

@@ -61,6 +61,9 @@ class Runtime:
     metrics: metrics.Metrics
     #: False only in ``make bench``'s baseline: plain UID-pinned deletes, no log read, no record.
     capture: bool = True
+    #: A worker's startup deadline when its Swarm's template sets none
+    #: (``AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS``).
+    startup_deadline_seconds: int = 600
 
 
 def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
@@ -72,8 +75,15 @@ def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def pod_body(*, attempt: Attempt, worker: resources.WorkerTemplate) -> dict[str, Any]:
-    """The worker Pod: restartPolicy Never, the attempt's labels, its grant mounted read-only."""
+def pod_body(
+    *, attempt: Attempt, worker: resources.WorkerTemplate, startup_deadline_seconds: int = 600
+) -> dict[str, Any]:
+    """The worker Pod: restartPolicy Never, the attempt's labels, its grant mounted read-only.
+
+    Its startup deadline (the template's, else ``startup_deadline_seconds``) rides on the Pod as
+    an annotation, so every later pass reads it from the Pod it judges.
+    """
+    deadline = worker.startup_deadline_seconds or startup_deadline_seconds
     grant = labels.grant_name(execution=attempt.execution, generation=attempt.generation)
     container: dict[str, Any] = {
         "name": "worker",
@@ -121,7 +131,7 @@ def pod_body(*, attempt: Attempt, worker: resources.WorkerTemplate) -> dict[str,
             "name": attempt.pod_name,
             "namespace": attempt.namespace,
             "labels": {**worker.labels, **attempt.labels},
-            "annotations": dict(worker.annotations),
+            "annotations": {**worker.annotations, labels.STARTUP_DEADLINE: str(deadline)},
         },
         "spec": spec,
     }
@@ -133,11 +143,16 @@ def is_ours(pod: dict[str, Any], *, attempt: Attempt) -> bool:
 
 
 async def ensure_pod(
-    *, client: pods.PodClient, attempt: Attempt, worker: resources.WorkerTemplate
+    *,
+    client: pods.PodClient,
+    attempt: Attempt,
+    worker: resources.WorkerTemplate,
+    startup_deadline_seconds: int = 600,
 ) -> dict[str, Any]:
     """Create the attempt's worker Pod, or adopt it if an earlier pass created it."""
+    body = pod_body(attempt=attempt, worker=worker, startup_deadline_seconds=startup_deadline_seconds)
     try:
-        return await client.create(namespace=attempt.namespace, body=pod_body(attempt=attempt, worker=worker))
+        return await client.create(namespace=attempt.namespace, body=body)
     except errors.AlreadyExists:
         pass
     existing = await client.read(namespace=attempt.namespace, name=attempt.pod_name)
@@ -253,12 +268,14 @@ class Removal:
     capture: records.StartupCapture | None = None
 
 
-def _describe(capture: records.StartupCapture) -> str:
+def describe(capture: records.StartupCapture) -> str:
+    """One line for an Event: the failure class, then the worst container or the Pod's reason."""
+    prefix = f"class {capture.failure_class or records.FailureClass.UNKNOWN}: "
     worst = next((c for c in capture.containers if c.terminated.get("exitCode") != 0), None)
     if worst is None:
-        return f"pod phase {capture.phase or 'unknown'}"
+        return prefix + diagnostics.summary(capture)
     line = diagnostics.last_line(capture)
-    return (
+    return prefix + (
         f"container {worst.name} exited {worst.terminated.get('exitCode')} "
         f"({worst.terminated.get('reason') or 'no reason'})" + (f": {line}" if line else "")
     )
@@ -334,11 +351,11 @@ async def _remove_at_launch(
             )
         except errors.StoreUnavailable as e:
             runtime.metrics.captures.labels(path="launch", result="kept").inc()
+            runtime.metrics.store_failures.labels(path="launch").inc()
             return Removal(removed=False, why=f"its capture could not be stored: {e}", capture=capture)
         runtime.metrics.captures.labels(path="launch", result="stored").inc()
-        notify.warning(
-            reason="StartupRefused", message=f"Worker pod {attempt.pod_name}: {_describe(capture)}"
-        )
+        metrics.count_capture(runtime.metrics, path="launch", capture=capture)
+        notify.warning(reason="StartupRefused", message=f"Worker pod {attempt.pod_name}: {describe(capture)}")
     guard.check(before=f"deleting pod {attempt.pod_name}")
     try:
         await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
@@ -371,7 +388,12 @@ async def launch(
     guard: leadership.Guard | None = None,
 ) -> records.HandResult:
     """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused."""
-    pod = await ensure_pod(client=runtime.pods, attempt=attempt, worker=swarm.worker)
+    pod = await ensure_pod(
+        client=runtime.pods,
+        attempt=attempt,
+        worker=swarm.worker,
+        startup_deadline_seconds=runtime.startup_deadline_seconds,
+    )
     reason = await hand(
         client=runtime.pods,
         attempt=attempt,

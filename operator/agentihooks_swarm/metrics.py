@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import prometheus_client
 
-from agentihooks_swarm import errors
+from agentihooks_swarm import errors, records
 
 
 def cause(error: BaseException) -> str:
@@ -15,6 +15,14 @@ def cause(error: BaseException) -> str:
     if isinstance(error, errors.ApiRefused):
         return "refused"
     return "timeout" if isinstance(error, TimeoutError) else "unavailable"
+
+
+def count_capture(metrics: Metrics, *, path: str, capture: records.StartupCapture) -> None:
+    """Count a stored capture's class, and the Events read that failed for it."""
+    if capture.failure_class is not None:
+        metrics.startup_failures.labels(path=path, **{"class": str(capture.failure_class)}).inc()
+    if capture.events_error is not None:
+        metrics.events_read_failures.labels(path=path, cause=capture.events_error.cause).inc()
 
 
 class Metrics:
@@ -36,6 +44,36 @@ class Metrics:
             "agentihooks_swarm_pods_removed",
             "Worker Pods handled by a deletion path, by outcome.",
             ["path", "outcome"],
+            registry=self.registry,
+        )
+        self.startup_failures = prometheus_client.Counter(
+            "agentihooks_swarm_startup_failures",
+            "Captures of workers that never started, by deletion path and failure class.",
+            ["path", "class"],  # path: launch|cleanup|deadline; class: records.FailureClass
+            registry=self.registry,
+        )
+        self.events_read_failures = prometheus_client.Counter(
+            "agentihooks_swarm_events_read_failures",
+            "Failed reads of a Pod's Events for a capture (the capture has no events field), by cause.",
+            ["path", "cause"],  # cause: refused|unavailable|timeout
+            registry=self.registry,
+        )
+        self.startup_deadlines = prometheus_client.Counter(
+            "agentihooks_swarm_startup_deadlines",
+            "Worker Pods past their startup deadline, by what the operator did.",
+            ["action"],  # deadline_set: activeDeadlineSeconds set; unschedulable: attempt failed
+            registry=self.registry,
+        )
+        self.store_failures = prometheus_client.Counter(
+            "agentihooks_swarm_store_failures",
+            "Redis writes that failed, so a refused Pod was kept (launch) or a pass retried (cleanup).",
+            ["path"],
+            registry=self.registry,
+        )
+        self.cleanup_failures = prometheus_client.Counter(
+            "agentihooks_swarm_cleanup_pass_failures",
+            "Cleanup passes that stopped early and will be retried, by error type.",
+            ["error"],
             registry=self.registry,
         )
         self.hands = prometheus_client.Counter(

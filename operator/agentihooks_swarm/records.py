@@ -20,17 +20,32 @@ _Model = TypeVar("_Model", bound=pydantic.BaseModel)
 class _Record(pydantic.BaseModel):
     # Unknown keys are kept, not dropped: a newer controller's record read by an older one
     # (or a terminated state with fields this code does not know) round-trips unchanged.
-    model_config = pydantic.ConfigDict(extra="allow")
+    model_config = pydantic.ConfigDict(extra="allow", populate_by_name=True)
 
 
 def dump(record: pydantic.BaseModel) -> str:
-    """Serialize a record as compact JSON, leaving out fields that are ``None``."""
-    return record.model_dump_json(exclude_none=True)
+    """Serialize a record as compact JSON, leaving out fields that are ``None``.
+
+    By alias: ``class`` is a Python keyword, so the capture's field is ``failure_class`` in code.
+    """
+    return record.model_dump_json(exclude_none=True, by_alias=True)
 
 
 def load(model: type[_Model], raw: str | bytes) -> _Model:
     """Parse and validate a stored record."""
     return model.model_validate_json(raw)
+
+
+class LogError(_Record):
+    """Why a container's log is not in the capture: the last failed read."""
+
+    #: ``refused`` (403 …), ``unavailable`` (429, 5xx, broken connection), ``timeout``, or
+    #: ``not_started`` (the kubelet's 400 "container … is waiting to start": there is no log).
+    cause: str
+    #: The API server's HTTP status, when it answered.
+    status: int | None = None
+    #: The failure's text, trimmed.
+    message: str | None = None
 
 
 class ContainerCapture(_Record):
@@ -43,14 +58,70 @@ class ContainerCapture(_Record):
     log: str | None = None
     #: Present and true when the log was cut to fit the byte limit (the newest lines are kept).
     log_truncated: bool | None = None
+    #: Present when there is no ``log``: why (additive; not in the spec's record).
+    log_error: LogError | None = None
+
+
+class WaitingContainer(_Record):
+    """An init or main container that has not terminated: the evidence when no log exists."""
+
+    name: str
+    #: True for an init container; absent for a main container.
+    init: bool | None = None
+    #: The container's ``state`` exactly as the API server reported it (``waiting`` with reason
+    #: and message, or ``running``).
+    state: dict[str, Any]
+    #: The container's ``lastState`` as reported, when it is not empty.
+    last_state: dict[str, Any] | None = None
+
+
+class EventCapture(_Record):
+    """One of the Pod's own Events (selected by the Pod's UID)."""
+
+    type: str
+    reason: str
+    message: str
+    count: int
+    #: When the Event was first and last seen (RFC 3339), when the API server says.
+    first_time: str | None = None
+    last_time: str | None = None
+
+
+class FailureClass(enum.StrEnum):
+    """Why a worker never started, in one word (``kubernetes/failures.py`` decides)."""
+
+    EXIT_CODE = "exit_code"
+    SIGNAL = "signal"
+    OOM_KILLED = "oom_killed"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    IMAGE_PULL = "image_pull"
+    CONFIG_ERROR = "config_error"
+    MOUNT = "mount"
+    UNSCHEDULABLE = "unschedulable"
+    EVICTED = "evicted"
+    UNKNOWN = "unknown"
 
 
 class StartupCapture(_Record):
-    """What a refused Pod looked like at startup: phase, reason and its terminated containers."""
+    """What a refused Pod looked like at startup: phase, reason and its terminated containers.
+
+    ``phase``, ``reason`` and ``containers`` are the spec's record. The other fields are additive
+    evidence for the failures a log cannot show; each is left out when there is nothing to keep.
+    """
 
     phase: str
     reason: str
     containers: list[ContainerCapture]
+    #: Init and main containers that have not terminated, with their state and lastState.
+    waiting: list[WaitingContainer] | None = None
+    #: The Pod's ``status.conditions`` as reported (PodScheduled, Initialized, …).
+    conditions: list[dict[str, Any]] | None = None
+    #: The Pod's own Events, newest first, at most 20 and 8 KiB in all.
+    events: list[EventCapture] | None = None
+    #: Why there is no ``events`` field although the capture tried: the failed read.
+    events_error: LogError | None = None
+    #: The failure class (``class`` in JSON).
+    failure_class: FailureClass | None = pydantic.Field(default=None, alias="class")
 
 
 class StartupRecord(_Record):
@@ -104,6 +175,11 @@ class FinalRecord(_Record):
     outcome: str
     #: When the attempt was found final (RFC 3339, UTC); the archive deadline counts from here.
     at: str | None = None
+    #: Why a Pod that never became refused ended the attempt (``Unschedulable``); additive.
+    reason: str | None = None
+    #: That Pod's evidence (phase, conditions, events, class) — its Pod is deleted without a
+    #: capture, as the spec says for a Pod that is not refused.
+    evidence: StartupCapture | None = None
 
 
 class Heartbeat(_Record):

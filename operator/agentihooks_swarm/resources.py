@@ -43,6 +43,9 @@ class WorkerTemplate(_Spec):
     labels: dict[str, str] = pydantic.Field(default_factory=dict)
     service_account_name: str | None = pydantic.Field(default=None, alias="serviceAccountName")
     security_context: dict[str, Any] = pydantic.Field(default_factory=dict, alias="securityContext")
+    #: Seconds a worker's containers may take to all start; then the operator sets the Pod's
+    #: activeDeadlineSeconds (or, never scheduled, ends the attempt). None: the setting's default.
+    startup_deadline_seconds: int | None = pydantic.Field(default=None, alias="startupDeadlineSeconds", ge=1)
 
 
 class SwarmSpec(_Spec):

@@ -86,6 +86,7 @@ async def open_runtime(
                     recorder=redis_store,
                     metrics=collector,
                     capture=not _benchmark_baseline(),
+                    startup_deadline_seconds=settings.startup_deadline_seconds,
                 ),
                 redis_store,
             )

@@ -59,6 +59,12 @@ class Settings(pydantic.BaseModel):
         gt=0,
         description="Seconds between checks of an Execution for finality and cleanup (and retries).",
     )
+    startup_deadline_seconds: int = pydantic.Field(
+        default=600,
+        ge=1,
+        description="A worker's startup deadline when its Swarm's worker template sets no "
+        "startupDeadlineSeconds: seconds until its containers must all have started.",
+    )
     lease_namespace: str | None = pydantic.Field(
         default=None,
         description="Namespace of the leadership Lease; defaults to NAMESPACE, else 'default'.",

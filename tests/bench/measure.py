@@ -179,6 +179,8 @@ def normalise(call: Call) -> str:
         kind = "?watch"
     elif "fieldSelector=metadata.name" in call.query:
         kind = "?fieldSelector=metadata.name={name}"
+    elif "fieldSelector=involvedObject.uid" in call.query:
+        kind = "?fieldSelector=involvedObject.uid={uid}"
     elif "labelSelector=" in call.query:
         kind = "?labelSelector={attempt}"
     return f"{call.method} {path}{kind}"

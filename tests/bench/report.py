@@ -56,6 +56,9 @@ WHY: Final[dict[str, str]] = {
         "a 404 on a read or delete is believed only when a list agrees (rare: a race with kwok)"
     ),
     "POST /api/v1/namespaces/{ns}/configmaps": "the hand: the grant ConfigMap (owned by the Pod)",
+    "GET /api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.uid={uid}": (
+        "the capture's Events (issue 12, additive): one list of the refused Pod's own Events by its UID"
+    ),
 }
 WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ("A", f"GET {_POD}/{{pod}}"): (

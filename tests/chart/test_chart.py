@@ -20,12 +20,13 @@ APP_VERSION: Final = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())["app
 
 #: The Role of the worker namespace with the defaults: every API call of the operator.
 WORKER_RULES: Final = {
-    *{("", "pods", verb, "*") for verb in ("get", "list", "watch", "create", "delete")},
+    *{("", "pods", verb, "*") for verb in ("get", "list", "watch", "create", "delete", "patch")},
     ("", "pods/log", "get", "*"),
     ("", "configmaps", "get", "*"),
     ("", "configmaps", "create", "*"),
     *{("", "services", verb, "*") for verb in ("get", "list", "create", "delete")},
     *{(group, "events", verb, "*") for group in ("", "events.k8s.io") for verb in ("create", "patch")},
+    ("", "events", "list", "*"),
     *{
         ("swarm.agentihooks.io", plural, verb, "*")
         for plural in ("swarms", "executions")
@@ -131,6 +132,7 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS",
         "AGENTIHOOKS_SWARM_METRICS_PORT",
         "AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS",
+        "AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS",
         "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS",
         "AGENTIHOOKS_SWARM_LEASE_NAMESPACE",
         "AGENTIHOOKS_SWARM_LEASE_NAME",
@@ -151,6 +153,7 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
     assert parsed.lease_name == "rel-controller"
     assert parsed.metrics_port == 9090
     assert parsed.key_prefix == "agentihooks-swarm"
+    assert parsed.startup_deadline_seconds == 600
 
 
 def _keys(tree: Any, prefix: str = "") -> set[str]:

@@ -109,11 +109,23 @@ async def test_refused_worker_evidence_outlives_the_pod(
     assert scraped['agentihooks_swarm_captures_total{path="launch",result="stored"}'] == 1.0
     assert scraped['agentihooks_swarm_hands_total{reason="project_unpermitted"}'] == 1.0
     assert scraped['agentihooks_swarm_pods_removed_total{outcome="removed",path="launch"}'] == 1.0
+    assert scraped['agentihooks_swarm_startup_failures_total{class="exit_code",path="launch"}'] == 1.0
+    assert startup["class"] == "exit_code"  # Additive (issue 12), next to the spec's fields.
+
+    async def done() -> dict[str, object] | None:
+        status = (await helpers.execution(admin_api, namespace=namespace, name=execution)).get("status") or {}
+        return status if status.get("phase") == "Done" else None
+
+    finished = await helpers.eventually(done, what="the refused attempt Done", operator=process)
+    assert finished["failureClass"] == "exit_code"  # From launch removal's record.
 
     seen = await helpers.eventually(
         lambda: _reasons(admin_api, namespace, execution, "StartupRefused"), what="a StartupRefused event"
     )
-    assert any("exited 78 (Error)" in message and "planted kind refusal" in message for message in seen)
+    assert any(
+        "class exit_code: container worker exited 78 (Error)" in message and "planted kind refusal" in message
+        for message in seen
+    )
 
 
 async def test_records_command_says_when_there_is_no_record(redis_url: str) -> None:

@@ -14,6 +14,10 @@ matrix (``tests/faults/ledger.py``; the summary prints at the end of the run):
 * at most ``LOG_READS`` log reads per pinned Pod, and at most one delete per UID reaching the
   API server.
 
+A failing Events read (the capture's ``events``) is a step of both paths too: it degrades the
+capture to no ``events`` field (``events_error`` says why) and never keeps a Pod that the spec
+would delete, so those rows also check that the Pod was deleted with its capture on the first try.
+
 Pods that were replaced, relabelled, foreign or being deleted by someone else are covered by
 ``tests/integration/test_launch.py`` and ``tests/integration/test_cleanup.py``; the operator
 killed at each checkpoint of a cleanup pass by ``tests/e2e/test_cleanup_flow.py``.
@@ -44,7 +48,7 @@ from tests.support.redis_server import RedisServer
 pytestmark = pytest.mark.integration
 
 Path_ = Literal["launch", "cleanup"]
-API_STEPS = ("pod-read", "log-read", "delete")
+API_STEPS = ("pod-read", "log-read", "events-read", "delete")
 API_FAULTS = ("403", "404", "409", "429", "500", "503", "timeout", "reset")
 
 
@@ -70,6 +74,8 @@ CASES = [
         for fault in API_FAULTS
     ),
     Case("cleanup", "log-read", "403", times=None),  # pods/log never readable: degraded after 3 passes
+    # events never listable (a Role without `list events`): every capture without events, no Pod kept.
+    *(Case(path, "events-read", "403", times=None) for path in ("launch", "cleanup")),
     *(Case(path, "redis", fault) for path in ("launch", "cleanup") for fault in ("unavailable", "slow")),
     Case("launch", "record-write", "refused"),
     Case("cleanup", "journal-pin", "refused"),
@@ -105,6 +111,7 @@ def _api_rule(
     method, path = {
         "pod-read": ("GET", base),
         "log-read": ("GET", base + "/log"),
+        "events-read": ("GET", f"/api/v1/namespaces/{namespace}/events"),
         "delete": ("DELETE", base),
     }[step]
     if fault == "timeout":
@@ -254,10 +261,25 @@ async def test_fault(
     )
 
     # 4. The spec's behaviour for this case.
+    if case.step == "events-read":
+        stored = launch_record.startup if launch_record is not None else None
+        if retained is not None and retained.removed.pods and retained.removed.pods[0].startup is not None:
+            stored = stored or retained.removed.pods[0].startup
+        LEDGER.check(
+            "a failed Events read keeps no Pod and degrades to no events field",
+            (removal is None or removal.removed)
+            and passes_failed == 0
+            and stored is not None
+            and stored.events is None
+            and stored.events_error is not None
+            and (stored.containers[0].log or "").endswith(PLANTED.decode()),
+            case=where,
+            detail=f"removal={removal} passes_failed={passes_failed} stored={stored}",
+        )
     if case.path == "launch":
         assert removal is not None
         # A 404 on the re-read counts as removed (the spec); one on the delete is checked by a list.
-        expected_removed = case.fault == "404" and case.step == "pod-read"
+        expected_removed = (case.fault == "404" and case.step == "pod-read") or case.step == "events-read"
         assert removal.removed is expected_removed, (where, removal)
         if (
             case.step in ("pod-read", "log-read")

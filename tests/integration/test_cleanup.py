@@ -147,7 +147,8 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
     [entry] = (await retained_of(store, attempt))["removed"]["pods"]
     assert (entry["outcome"], entry["log_reads"]) == ("deleted", 3)
     [container] = entry["startup"]["containers"]
-    assert set(container) == {"name", "terminated"}
+    assert set(container) == {"name", "terminated", "log_error"}  # No log; log_error says why.
+    assert (container["log_error"]["cause"], container["log_error"]["status"]) == ("refused", 403)
     assert (container["terminated"]["exitCode"], container["terminated"]["reason"]) == (78, "Error")
     assert degraded == 1
     assert [e[1] for e in notify.items] == ["LogsLost", "CleanupFinished"]

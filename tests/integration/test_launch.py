@@ -21,6 +21,8 @@ pytestmark = pytest.mark.integration
 
 PLANTED = b"worker startup refused: planted kind refusal\n"
 SLUG = "proof"
+#: The capture's fields next to the spec's (issue 12), each present only when there is something.
+ADDITIVE = {"waiting", "conditions", "events", "events_error", "class"}
 
 
 def attempt_for(namespace: str, execution: str = "e1", generation: int = 1) -> launch.Attempt:
@@ -108,7 +110,13 @@ async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(
     assert removal.removed is True
     calls = [(c.method, c.path) for c in fault_proxy.calls()]
     base = f"/api/v1/namespaces/{namespace}/pods/{attempt.pod_name}"
-    assert calls == [("GET", base), ("GET", base + "/log"), ("DELETE", base)]
+    # The spec's calls, and (additive) one list of the Pod's own Events for the capture.
+    assert calls == [
+        ("GET", base),
+        ("GET", base + "/log"),
+        ("GET", f"/api/v1/namespaces/{namespace}/events"),
+        ("DELETE", base),
+    ]
     await pods.wait_for_absent(
         read=lambda: client.CoreV1Api(admin_api).read_namespaced_pod(attempt.pod_name, namespace),
         what="the refused pod",
@@ -121,7 +129,10 @@ async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(
     assert record["pod"] == attempt.pod_name
     assert record["uid"] == pod["metadata"]["uid"]
     assert record["labels"] == attempt.labels
-    assert set(record["startup"]) == {"phase", "reason", "containers"}
+    # The spec's fields exactly, next to the additive evidence (no waiting container here).
+    assert set(record["startup"]) - ADDITIVE == {"phase", "reason", "containers"}
+    assert {"conditions", "class"} <= set(record["startup"]) and "waiting" not in record["startup"]
+    assert record["startup"]["class"] == "exit_code"
     assert record["startup"]["phase"] == "Failed"
     [container] = record["startup"]["containers"]
     assert set(container) == {"name", "terminated", "log"}
@@ -132,7 +143,7 @@ async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(
     assert {"startedAt", "finishedAt"} <= set(terminated)
     assert container["log"].endswith("Z worker startup refused: planted kind refusal\n")
     assert [e[1] for e in notify.items] == ["StartupRefused"]
-    assert "exited 78 (Error): " in notify.items[0][2]
+    assert "class exit_code: container worker exited 78 (Error): " in notify.items[0][2]
     assert "planted kind refusal" in notify.items[0][2]
 
 

@@ -20,6 +20,8 @@ def swarm(
     terminal_port: int | None = None,
     env: Sequence[Mapping[str, Any]] = (),
     command: Sequence[str] = ("/bin/worker",),
+    resources: Mapping[str, Any] | None = None,
+    startup_deadline_seconds: int | None = None,
 ) -> dict[str, Any]:
     worker: dict[str, Any] = {
         "image": image,
@@ -29,6 +31,10 @@ def swarm(
     }
     if terminal_port is not None:
         worker["terminalPort"] = terminal_port
+    if resources:
+        worker["resources"] = dict(resources)
+    if startup_deadline_seconds is not None:
+        worker["startupDeadlineSeconds"] = startup_deadline_seconds
     return {
         "apiVersion": API_VERSION,
         "kind": "Swarm",

@@ -32,6 +32,17 @@ them (``protocol_annotations(...)`` builds the dict):
     default 0. The terminated ``startedAt`` is the running ``startedAt``.
 ``pod-reason``, ``pod-message``
     ``status.reason`` / ``status.message`` of a Failed or Succeeded Pod (default: none).
+``waiting-reason``, ``waiting-message``
+    The main containers never start: the Pod stays ``Pending`` (scheduled, with a podIP) and
+    every main container is ``waiting`` with this reason and message — what a kubelet reports
+    for an image it cannot pull (``ErrImagePull``, ``ImagePullBackOff``), a missing Secret or
+    ConfigMap (``CreateContainerConfigError``), a volume it cannot mount (``ContainerCreating``).
+    The kubelet's Events that go with them are posted by the test (:func:`post_event`).
+
+Whatever the annotations, a Pod that gets ``spec.activeDeadlineSeconds`` (Pending or Running) is
+failed as its kubelet would once the deadline has passed: ``phase: Failed``, ``reason:
+DeadlineExceeded``, running containers terminated with 137, waiting ones left waiting. kwok does
+this at once (the operator sets the field only once the startup deadline has passed).
 
 Terminated states carry ``exitCode``, ``reason``, ``message`` (when set), ``startedAt``,
 ``finishedAt`` and ``containerID`` (``kwok://<pod uid>-<container>``). Deleting a Pod works as
@@ -106,6 +117,8 @@ INIT_CONTAINER: Final = PREFIX + "init-container"
 RUN_FOR: Final = PREFIX + "run-for"
 POD_REASON: Final = PREFIX + "pod-reason"
 POD_MESSAGE: Final = PREFIX + "pod-message"
+WAITING_REASON: Final = PREFIX + "waiting-reason"
+WAITING_MESSAGE: Final = PREFIX + "waiting-message"
 
 WORKER_IMAGE: Final = "registry.invalid/agentihooks-swarm/worker:test"
 Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -122,6 +135,8 @@ def protocol_annotations(
     run_for: str | None = None,
     pod_reason: str | None = None,
     pod_message: str | None = None,
+    waiting_reason: str | None = None,
+    waiting_message: str | None = None,
 ) -> dict[str, str]:
     """The protocol annotations for the given behaviour (unset arguments are left out)."""
     values: dict[str, str | int | None] = {
@@ -134,6 +149,8 @@ def protocol_annotations(
         RUN_FOR: run_for,
         POD_REASON: pod_reason,
         POD_MESSAGE: pod_message,
+        WAITING_REASON: waiting_reason,
+        WAITING_MESSAGE: waiting_message,
     }
     return {key: str(value) for key, value in values.items() if value is not None}
 
@@ -151,6 +168,46 @@ def _container(name: str, image: str) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
+
+
+async def post_event(
+    api: client.ApiClient,
+    *,
+    pod: Mapping[str, Any],
+    type_: str,
+    reason: str,
+    message: str,
+    count: int = 1,
+    component: str = "kubelet",
+) -> None:
+    """Post an Event about ``pod`` through the API server, as its kubelet does (involvedObject by UID).
+
+    On kwok no kubelet reports a failed pull or a missing Secret, so a test posts the Event that
+    would; on a real node the kubelet posts it and the test posts nothing.
+    """
+    metadata = pod["metadata"]
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{metadata['name']}.", "namespace": metadata["namespace"]},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata["uid"],
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "count": count,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "source": {"component": component},
+        "reportingComponent": component,
+    }
+    await client.CoreV1Api(api).create_namespaced_event(metadata["namespace"], cast(Any, body))
 
 
 def worker_pod(

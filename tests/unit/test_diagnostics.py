@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -38,9 +39,18 @@ def terminated(name: str, state: dict[str, Any]) -> dict[str, Any]:
 class Logs:
     """A log reader that answers from a dict: the capture logic's only collaborator."""
 
-    def __init__(self, texts: dict[str, str], *, error: Exception | None = None) -> None:
+    def __init__(
+        self,
+        texts: dict[str, str],
+        *,
+        error: Exception | None = None,
+        events: list[dict[str, Any]] | None = None,
+        events_error: Exception | None = None,
+    ) -> None:
         self.texts = texts
         self.error = error
+        self.events = events or []
+        self.events_error = events_error
         self.calls: list[str] = []
 
     async def pod_logs(self, *, namespace: str, name: str, container: str) -> logs.LogRead:
@@ -48,6 +58,12 @@ class Logs:
         if self.error is not None:
             raise self.error
         return logs.LogRead(text=self.texts[container], truncated=False)
+
+    async def pod_events(self, *, namespace: str, uid: str) -> list[dict[str, Any]]:
+        self.calls.append(f"events:{uid}")
+        if self.events_error is not None:
+            raise self.events_error
+        return self.events
 
 
 @pytest.mark.parametrize(
@@ -95,8 +111,9 @@ async def test_capture_keeps_the_full_terminated_state_and_log_per_container() -
                 "log": "worker startup refused: planted kind refusal\n",
             },
         ],
+        "failure_class": "evicted",  # Additive: `class` in JSON.
     }
-    assert reader.calls == ["init", "worker"]
+    assert reader.calls == ["init", "worker", "events:u1"]
     assert diagnostics.last_line(capture) == "worker startup refused: planted kind refusal"
 
 
@@ -109,7 +126,7 @@ async def test_capture_without_logs_has_no_log_field() -> None:
     dumped = records.dump(capture)
     assert '"log"' not in dumped
     assert set(capture.containers[0].model_dump(exclude_none=True)) == {"name", "terminated"}
-    assert reader.calls == []
+    assert reader.calls == ["events:u1"]
 
 
 @pytest.mark.parametrize(
@@ -128,3 +145,261 @@ def test_error_tree_matches_the_spec() -> None:
     assert issubclass(errors.ApiTimeout, TimeoutError)
     assert issubclass(errors.PreconditionFailed, errors.ApiRefused)
     assert not issubclass(errors.ApiRefused, ConnectionError)
+
+
+WAITING_PULL = {
+    "name": "worker",
+    "state": {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "x"'}},
+    "lastState": {},
+    "ready": False,
+}
+CONDITIONS = [
+    {"type": "PodScheduled", "status": "True"},
+    {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+]
+
+
+def event(
+    reason: str, last: str, *, count: int = 1, message: str = "m", type_: str = "Warning"
+) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "count": count,
+        "firstTimestamp": "2026-11-30T08:00:00Z",
+        "lastTimestamp": last,
+        "involvedObject": {"kind": "Pod", "uid": "u1"},
+        "metadata": {"name": "e", "namespace": "ns", "creationTimestamp": "2026-11-30T08:00:00Z"},
+    }
+
+
+async def test_capture_keeps_waiting_containers_conditions_and_events() -> None:
+    body = pod(
+        phase="Failed",
+        init=[terminated("init", {"exitCode": 0, "reason": "Completed"})],
+        main=[WAITING_PULL],
+    )
+    body["status"].update(reason="DeadlineExceeded", conditions=CONDITIONS)
+    reader = Logs(
+        {"init": "ok\n"},
+        events=[
+            event("Pulling", "2026-11-30T08:00:01Z", type_="Normal"),
+            event("Failed", "2026-11-30T08:00:09Z", count=4, message='Failed to pull image "x": not found'),
+        ],
+    )
+    capture = await diagnostics.startup(body, reader)
+    assert capture is not None
+    stored = json.loads(records.dump(capture))
+    assert set(stored) == {"phase", "reason", "containers", "waiting", "conditions", "events", "class"}
+    assert [c["name"] for c in stored["containers"]] == ["init"]  # Terminated containers only.
+    assert stored["waiting"] == [
+        {"name": "worker", "state": WAITING_PULL["state"]}
+    ]  # Empty lastState left out.
+    assert stored["conditions"] == CONDITIONS
+    assert stored["events"] == [
+        {
+            "type": "Warning",
+            "reason": "Failed",
+            "message": 'Failed to pull image "x": not found',
+            "count": 4,
+            "first_time": "2026-11-30T08:00:00Z",
+            "last_time": "2026-11-30T08:00:09Z",
+        },
+        {
+            "type": "Normal",
+            "reason": "Pulling",
+            "message": "m",
+            "count": 1,
+            "first_time": "2026-11-30T08:00:00Z",
+            "last_time": "2026-11-30T08:00:01Z",
+        },
+    ]
+    assert stored["class"] == "image_pull"
+    assert reader.calls == ["init", "events:u1"]
+
+
+async def test_waiting_init_containers_are_marked_and_keep_last_state() -> None:
+    last = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    body = pod(
+        phase="Pending",
+        init=[{"name": "init", "state": {"running": {"startedAt": "t"}}, "lastState": last}],
+        main=[{"name": "worker", "state": {"waiting": {"reason": "PodInitializing"}}}],
+    )
+    assert [w.model_dump(exclude_none=True) for w in diagnostics.waiting(body)] == [
+        {"name": "init", "init": True, "state": {"running": {"startedAt": "t"}}, "last_state": last},
+        {"name": "worker", "state": {"waiting": {"reason": "PodInitializing"}}},
+    ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.ApiRefused("list events: 403 Forbidden", status=403),
+        errors.ApiUnavailable("list events: 503", status=503),
+        errors.ApiTimeout("list events: no answer"),
+    ],
+)
+async def test_a_failed_events_read_degrades_to_no_events_field(error: errors.ApiError) -> None:
+    reader = Logs({"worker": "bye\n"}, events_error=error)
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), reader
+    )
+    assert capture is not None
+    stored = json.loads(records.dump(capture))
+    assert "events" not in stored
+    assert stored["containers"][0]["log"] == "bye\n"
+    expected = {"refused": 403, "unavailable": 503, "timeout": None}
+    assert stored["events_error"]["cause"] in expected
+    assert stored["events_error"].get("status") == expected[stored["events_error"]["cause"]]
+    assert stored["class"] == "exit_code"
+
+
+async def test_a_container_waiting_to_start_has_no_log_and_says_why() -> None:
+    """The kubelet's 400 for a container that never ran is not a failed read: the capture goes on."""
+    error = errors.ApiRefused(
+        'read log: 400 BadRequest: container "worker" in pod "p" is waiting to start: PodInitializing',
+        status=400,
+        reason="BadRequest",
+    )
+    reader = Logs({}, error=error)
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), reader
+    )
+    assert capture is not None
+    [container] = capture.containers
+    assert container.log is None
+    assert container.log_error is not None
+    assert (container.log_error.cause, container.log_error.status) == ("not_started", 400)
+
+
+async def test_another_400_still_propagates() -> None:
+    error = errors.ApiRefused("read log: 400 BadRequest: something else", status=400)
+    with pytest.raises(errors.ApiRefused):
+        await diagnostics.startup(
+            pod(phase="Failed", main=[terminated("w", TERMINATED_78)]), Logs({}, error=error)
+        )
+
+
+async def test_given_up_reads_keep_the_last_failure_as_log_error() -> None:
+    failed = errors.ApiRefused("read log: 403 Forbidden: no pods/log", status=403)
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]),
+        Logs({}),
+        read_logs=False,
+        failed_read=failed,
+    )
+    assert capture is not None
+    [container] = json.loads(records.dump(capture))["containers"]
+    assert set(container) == {"name", "terminated", "log_error"}
+    assert container["log_error"] == {"cause": "refused", "status": 403, "message": str(failed)}
+
+
+def test_events_newest_first_at_most_20() -> None:
+    raw = [event("R", f"2026-11-30T08:{minute:02d}:00Z") for minute in range(30)]
+    kept = diagnostics.fit_events(raw)
+    assert len(kept) == diagnostics.EVENTS_MAX
+    assert [e.last_time for e in kept] == [f"2026-11-30T08:{m:02d}:00Z" for m in range(29, 9, -1)]
+
+
+def test_events_at_most_8_kib() -> None:
+    raw = [event("R", f"2026-11-30T08:{m:02d}:00Z", message="x" * 1000) for m in range(15)]
+    kept = diagnostics.fit_events(raw)
+    assert 0 < len(kept) < 15
+    assert len(json.dumps([json.loads(records.dump(e)) for e in kept], separators=(",", ":"))) <= 8 * 1024
+    assert kept[0].last_time == "2026-11-30T08:14:00Z"
+
+
+def test_events_of_the_events_api_and_odd_ones() -> None:
+    raw: list[Any] = [
+        {
+            "type": "Warning",
+            "reason": "FailedScheduling",
+            "message": "0/1 nodes are available",
+            "eventTime": "2026-11-30T08:00:00.000000Z",
+            "series": {"count": 7, "lastObservedTime": "2026-11-30T08:05:00.000000Z"},
+        },
+        "not an event",
+        {"message": "x" * 5000},
+    ]
+    kept = diagnostics.fit_events(raw)
+    assert kept[0].model_dump(exclude_none=True) == {
+        "type": "Warning",
+        "reason": "FailedScheduling",
+        "message": "0/1 nodes are available",
+        "count": 7,
+        "first_time": "2026-11-30T08:00:00.000000Z",
+        "last_time": "2026-11-30T08:05:00.000000Z",
+    }
+    assert kept[1].count == 1 and len(kept[1].message) == diagnostics.EVENT_MESSAGE_MAX
+
+
+def test_events_sort_by_time_not_by_string_and_ties_by_resource_version() -> None:
+    """A kubelet writes whole seconds, the scheduler microseconds: "…:57Z" is older than "…:57.7Z"."""
+    raw: list[Any] = [
+        {**event("Pulling", "2026-11-30T08:26:57Z"), "metadata": {"resourceVersion": "10"}},
+        {**event("Failed", "2026-11-30T08:26:57Z"), "metadata": {"resourceVersion": "12"}},
+        {
+            "type": "Normal",
+            "reason": "Scheduled",
+            "message": "assigned",
+            "eventTime": "2026-11-30T08:26:56.736939Z",
+            "metadata": {"resourceVersion": "9"},
+        },
+        {**event("Late", "2026-11-30T08:26:57.500000123Z"), "metadata": {"resourceVersion": "5"}},
+        {**event("Undated", ""), "metadata": {}},
+    ]
+    assert [e.reason for e in diagnostics.fit_events(raw)] == [
+        "Late",
+        "Failed",
+        "Pulling",
+        "Scheduled",
+        "Undated",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("capture", "expected"),
+    [
+        (
+            records.StartupCapture(
+                phase="Pending",
+                reason="",
+                containers=[],
+                waiting=[
+                    records.WaitingContainer(
+                        name="init", init=True, state={"waiting": {"reason": "PodInitializing"}}
+                    ),
+                    records.WaitingContainer(
+                        name="worker",
+                        state={"waiting": {"reason": "CreateContainerConfigError", "message": "no"}},
+                    ),
+                ],
+            ),
+            "container worker waiting: CreateContainerConfigError (no)",
+        ),
+        (
+            records.StartupCapture(
+                phase="Pending",
+                reason="",
+                containers=[],
+                conditions=[
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/1 nodes",
+                    }
+                ],
+            ),
+            "unschedulable: 0/1 nodes",
+        ),
+        (
+            records.StartupCapture(phase="Failed", reason="Evicted", containers=[]),
+            "pod phase Failed, reason Evicted",
+        ),
+        (records.StartupCapture(phase="", reason="", containers=[]), "pod phase unknown"),
+    ],
+)
+def test_summary_says_why_in_one_line(capture: records.StartupCapture, expected: str) -> None:
+    assert diagnostics.summary(capture) == expected

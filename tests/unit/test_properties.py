@@ -115,6 +115,9 @@ class Logs:
     async def pod_logs(self, *, namespace: str, name: str, container: str) -> logs.LogRead:
         return logs.fit(self.raw, limit=LIMIT)
 
+    async def pod_events(self, *, namespace: str, uid: str) -> list[dict[str, Any]]:
+        return []
+
 
 @settings(max_examples=300)
 @given(status=pod_status, raw=log_bytes)

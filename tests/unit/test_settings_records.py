@@ -72,3 +72,50 @@ def test_malformed_execution_spec_says_what_to_fix() -> None:
         resources.parse_execution(name="e1", spec={"swarm": "s"})
     with pytest.raises(InvalidResource, match=r"spec\.worker"):
         resources.parse_swarm(name="s", spec="not a mapping")
+
+
+def test_startup_deadline_setting_and_template_field() -> None:
+    assert settings.Settings.from_env({}).startup_deadline_seconds == 600
+    assert (
+        settings.Settings.from_env(
+            {"AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS": "30"}
+        ).startup_deadline_seconds
+        == 30
+    )
+    with pytest.raises(settings.InvalidSettings, match="AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS"):
+        settings.Settings.from_env({"AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS": "0"})
+    spec = {"worker": {"image": "w", "startupDeadlineSeconds": 45}}
+    assert resources.parse_swarm(name="s", spec=spec).worker.startup_deadline_seconds == 45
+    assert (
+        resources.parse_swarm(name="s", spec={"worker": {"image": "w"}}).worker.startup_deadline_seconds
+        is None
+    )
+    with pytest.raises(InvalidResource, match="startupDeadlineSeconds"):
+        resources.parse_swarm(name="s", spec={"worker": {"image": "w", "startupDeadlineSeconds": 0}})
+
+
+def test_an_unschedulable_final_record_round_trips_and_an_older_one_still_loads() -> None:
+    evidence = records.StartupCapture(
+        phase="Pending",
+        reason="",
+        containers=[],
+        conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        events=[records.EventCapture(type="Warning", reason="FailedScheduling", message="0/1", count=2)],
+    )
+    evidence.failure_class = records.FailureClass.UNSCHEDULABLE  # `class` in JSON; set by name in code.
+    final = records.FinalRecord(
+        execution="e",
+        generation=1,
+        state=records.FinalState.FAILED,
+        outcome="o",
+        reason="Unschedulable",
+        evidence=evidence,
+    )
+    dumped = records.dump(final)
+    assert '"class":"unschedulable"' in dumped
+    assert records.load(records.FinalRecord, dumped) == final
+    older = records.load(
+        records.FinalRecord, '{"execution":"e","generation":1,"state":"failed","outcome":"o"}'
+    )
+    assert older.reason is None and older.evidence is None
+    assert '"reason"' not in records.dump(older)

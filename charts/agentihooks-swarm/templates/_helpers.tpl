@@ -138,6 +138,8 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ .Values.metrics.port | quote }}
 - name: AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS
   value: {{ .Values.operator.archiveDeadlineSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS
+  value: {{ .Values.operator.startupDeadlineSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS
   value: {{ .Values.operator.cleanupIntervalSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_LEASE_NAMESPACE
@@ -154,9 +156,10 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 */}}
 {{- define "agentihooks-swarm.workerRules" -}}
 # Worker Pods: create or adopt, re-read, list by labels, delete by pinned UID; kopf watches.
+# patch: the startup deadline sets spec.activeDeadlineSeconds on a worker that has not started.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, list, watch, create, delete, patch]
 {{- if .Values.rbac.podLogs }}
 # Startup diagnostics: the last 200 lines of a refused worker's log (PodClient.pod_logs).
 - apiGroups: [""]
@@ -174,6 +177,11 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+# A capture keeps the refused Pod's own Events (listed by involvedObject.uid). Without it the
+# capture has no events field (events_error says 403); nothing else changes.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [list]
 # The custom resources: kopf watches and annotates them; status goes through the subresource.
 - apiGroups: [swarm.agentihooks.io]
   resources: [swarms, executions]

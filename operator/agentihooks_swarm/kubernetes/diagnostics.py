@@ -3,19 +3,36 @@
 :func:`startup` is the one entry point both deletion paths use: launch removal and final
 cleanup. It takes a Pod as the API server sent it (a plain dict) and never trusts its shape:
 missing or odd status fields make a smaller capture, never an exception.
+
+Next to the spec's fields (phase, reason, terminated containers and their logs) a capture keeps,
+when present, the evidence of failures that leave no log: the containers that have not
+terminated (``waiting``), the Pod's ``conditions``, its own ``events`` and the failure ``class``.
+The Events read never fails a capture: a refused or failed read leaves no ``events`` field (and
+says why in ``events_error``), so it never keeps a Pod that the spec would delete.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Protocol
+import datetime
+from collections.abc import Iterator, Sequence
+from typing import Any, Final, Protocol
 
-from agentihooks_swarm import records
-from agentihooks_swarm.kubernetes import logs
+from agentihooks_swarm import errors, records
+from agentihooks_swarm.kubernetes import failures, logs
+
+#: The Pod's Events kept in a capture: the newest 20, at most 8 KiB of JSON in all.
+EVENTS_MAX: Final = 20
+EVENTS_MAX_BYTES: Final = 8 * 1024
+#: The longest Event message kept (the API server's own Events are shorter).
+EVENT_MESSAGE_MAX: Final = 1024
 
 
 class LogReader(Protocol):
     async def pod_logs(self, *, namespace: str, name: str, container: str) -> logs.LogRead: ...
+
+
+class Reader(LogReader, Protocol):
+    async def pod_events(self, *, namespace: str, uid: str) -> list[dict[str, Any]]: ...
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -51,37 +68,188 @@ def is_refused(pod: dict[str, Any]) -> bool:
     return any(state.get("exitCode") != 0 for _, state in terminated(pod))
 
 
+def waiting(pod: dict[str, Any]) -> list[records.WaitingContainer]:
+    """Every init and main container that has not terminated, with its state and lastState."""
+    status = _mapping(pod.get("status"))
+    found = []
+    for field, init in (("initContainerStatuses", True), ("containerStatuses", False)):
+        items = status.get(field)
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, dict):
+                continue
+            state = _mapping(item.get("state"))
+            if state.get("terminated"):
+                continue
+            last = _mapping(item.get("lastState"))
+            found.append(
+                records.WaitingContainer(
+                    name=str(item.get("name", "")),
+                    init=True if init else None,
+                    state=state,
+                    last_state=last or None,
+                )
+            )
+    return found
+
+
+def conditions(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Pod's conditions as reported."""
+    items = _mapping(pod.get("status")).get("conditions")
+    return [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
+
+
+def _when(mapping: dict[str, Any], *fields: str) -> str:
+    """The first of ``fields`` that holds a time (a non-empty string)."""
+    for field in fields:
+        value = mapping.get(field)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+_NEVER: Final = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+def _moment(value: str) -> datetime.datetime:
+    """An RFC 3339 time (seconds, micro- or nanoseconds), or the earliest time if it is none."""
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return _NEVER
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def fit_events(raw: Sequence[dict[str, Any]]) -> list[records.EventCapture]:
+    """The newest Events first, at most ``EVENTS_MAX`` and ``EVENTS_MAX_BYTES`` of JSON in all.
+
+    Both Event APIs' time fields are read: ``lastTimestamp``/``firstTimestamp`` (core/v1, what a
+    kubelet writes), ``series.lastObservedTime`` and ``eventTime`` (events.k8s.io, the
+    scheduler's), then ``metadata.creationTimestamp``. Times are compared as times (the two APIs
+    write different precisions, which do not sort as strings); equal times go by
+    ``resourceVersion``, which grows with every write.
+    """
+    shaped: list[tuple[tuple[datetime.datetime, int], records.EventCapture]] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        event: dict[str, Any] = item
+        series = _mapping(event.get("series"))
+        last = (
+            _when(series, "lastObservedTime")
+            or _when(event, "lastTimestamp", "eventTime")
+            or _when(_mapping(event.get("metadata")), "creationTimestamp")
+        )
+        first = _when(event, "firstTimestamp", "eventTime") or last
+        count = series.get("count") or event.get("count") or 1
+        message = str(event.get("message") or "")
+        version = str(_mapping(event.get("metadata")).get("resourceVersion") or "")
+        order = (_moment(last), int(version) if version.isdigit() else 0)
+        shaped.append(
+            (
+                order,
+                records.EventCapture(
+                    type=str(event.get("type") or ""),
+                    reason=str(event.get("reason") or ""),
+                    message=message[:EVENT_MESSAGE_MAX],
+                    count=count if isinstance(count, int) else 1,
+                    first_time=first or None,
+                    last_time=last or None,
+                ),
+            )
+        )
+    shaped.sort(key=lambda pair: pair[0], reverse=True)
+    kept: list[records.EventCapture] = []
+    size = 2  # The list's brackets.
+    for _, shape in shaped[:EVENTS_MAX]:
+        cost = len(records.dump(shape).encode("utf-8")) + 1
+        if size + cost > EVENTS_MAX_BYTES:
+            break
+        kept.append(shape)
+        size += cost
+    return kept
+
+
+def log_error(error: BaseException) -> records.LogError:
+    """The ``log_error`` of a failed read: its cause (as the metrics name it) and status."""
+    status = error.status if isinstance(error, errors.ApiError) else None
+    if isinstance(error, errors.ApiRefused):
+        cause = "not_started" if _not_started(error) else "refused"
+    else:
+        cause = "timeout" if isinstance(error, TimeoutError) else "unavailable"
+    return records.LogError(cause=cause, status=status, message=errors.trim(str(error)) or None)
+
+
+def _not_started(error: errors.ApiError) -> bool:
+    """The kubelet's answer for a container that never ran: 400 "container … is waiting to start"."""
+    return error.status == 400 and "waiting to start" in str(error)
+
+
 async def startup(
-    pod: dict[str, Any], client: LogReader, *, read_logs: bool = True
+    pod: dict[str, Any],
+    client: Reader,
+    *,
+    read_logs: bool = True,
+    failed_read: BaseException | None = None,
 ) -> records.StartupCapture | None:
     """Capture a refused Pod's phase, reason, terminated containers and their logs; None if not refused.
 
     The log read's errors (``ApiRefused``, ``ConnectionError``, ``TimeoutError``) propagate: the
-    caller decides whether to keep the Pod or count the failure. With ``read_logs=False`` the
-    capture keeps each container's exit state and has no ``log`` field (final cleanup after
-    ``LOG_READS`` failed reads).
+    caller decides whether to keep the Pod or count the failure. The one exception is the
+    kubelet's 400 "container … is waiting to start": that container has no log to lose, so its
+    entry gets a ``log_error`` (``not_started``) and the capture goes on. With
+    ``read_logs=False`` the capture keeps each container's exit state and has no ``log`` field
+    (final cleanup after ``LOG_READS`` failed reads); ``failed_read`` is the last failure, kept as
+    each container's ``log_error``.
     """
     if not is_refused(pod):
         return None
+    return await _capture(pod, client, read_logs=read_logs, failed_read=failed_read)
+
+
+async def evidence(pod: dict[str, Any], client: Reader) -> records.StartupCapture:
+    """The same capture for a Pod that is not refused (one that was never scheduled): no logs."""
+    return await _capture(pod, client, read_logs=False, failed_read=None)
+
+
+async def _capture(
+    pod: dict[str, Any], client: Reader, *, read_logs: bool, failed_read: BaseException | None
+) -> records.StartupCapture:
     metadata = _mapping(pod.get("metadata"))
     status = _mapping(pod.get("status"))
+    namespace = str(metadata.get("namespace", ""))
     containers = []
     for name, state in terminated(pod):
         entry = records.ContainerCapture(name=name, terminated=state)
         if read_logs and name:
-            read = await client.pod_logs(
-                namespace=str(metadata.get("namespace", "")),
-                name=str(metadata.get("name", "")),
-                container=name,
-            )
-            entry.log = read.text
-            entry.log_truncated = True if read.truncated else None
+            try:
+                read = await client.pod_logs(
+                    namespace=namespace, name=str(metadata.get("name", "")), container=name
+                )
+            except errors.ApiRefused as e:
+                if not _not_started(e):
+                    raise
+                entry.log_error = log_error(e)
+            else:
+                entry.log = read.text
+                entry.log_truncated = True if read.truncated else None
+        elif failed_read is not None:
+            entry.log_error = log_error(failed_read)
         containers.append(entry)
-    return records.StartupCapture(
+    capture = records.StartupCapture(
         phase=str(status.get("phase") or ""),
         reason=str(status.get("reason") or ""),
         containers=containers,
+        waiting=waiting(pod) or None,
+        conditions=conditions(pod) or None,
     )
+    uid = str(metadata.get("uid") or "")
+    if uid:
+        try:
+            capture.events = fit_events(await client.pod_events(namespace=namespace, uid=uid)) or None
+        except (errors.ApiError, ConnectionError, TimeoutError) as e:
+            capture.events_error = log_error(e)
+    capture.failure_class = failures.classify(capture)
+    return capture
 
 
 def last_line(capture: records.StartupCapture) -> str:
@@ -91,3 +259,21 @@ def last_line(capture: records.StartupCapture) -> str:
             if line.strip():
                 return line.strip()
     return ""
+
+
+def summary(capture: records.StartupCapture) -> str:
+    """Why a Pod without a failed container is stuck, in one line: a waiting container's reason and
+    message, else the scheduler's condition, else the Pod's phase and reason."""
+    for container in capture.waiting or ():
+        state = _mapping(container.state.get("waiting"))
+        if state.get("reason") and state.get("reason") != "PodInitializing":
+            message = str(state.get("message") or "").strip()
+            return f"container {container.name} waiting: {state['reason']}" + (
+                f" ({message})" if message else ""
+            )
+    for condition in capture.conditions or ():
+        if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
+            return f"unschedulable: {condition.get('message') or 'no node fits'}"
+    return f"pod phase {capture.phase or 'unknown'}" + (
+        f", reason {capture.reason}" if capture.reason else ""
+    )

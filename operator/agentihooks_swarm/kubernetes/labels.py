@@ -13,6 +13,8 @@ GROUP: Final = "swarm.agentihooks.io"
 OWNER: Final = f"{GROUP}/controller-owner"
 EXECUTION: Final = f"{GROUP}/execution-id"
 GENERATION: Final = f"{GROUP}/generation"
+#: Annotation on a worker Pod: its startup deadline in seconds (the Swarm template's, or the default).
+STARTUP_DEADLINE: Final = f"{GROUP}/startup-deadline-seconds"
 
 
 def owner(slug: str) -> str:

@@ -25,6 +25,8 @@ from agentihooks_swarm.kubernetes import logs
 #: The log read: the container's last 200 lines, at most 64 KiB, with timestamps.
 LOG_TAIL_LINES: Final = 200
 LOG_LIMIT_BYTES: Final = 64 * 1024
+#: Events listed per Pod for a capture (the capture keeps the newest 20 of them).
+EVENTS_LIST_LIMIT: Final = 500
 #: How much of a log stream we are willing to read past the byte limit to find its newest lines.
 LOG_STREAM_MAX_BYTES: Final = 64 * 1024 * 1024
 
@@ -70,13 +72,14 @@ class PodClient:
         *,
         what: str,
         query: builtins.list[tuple[str, str]] | None = None,
-        body: Object | None = None,
+        body: Object | builtins.list[Object] | None = None,
         timeout_seconds: float | None = None,
+        content_type: str = "application/json",
     ) -> aiohttp.ClientResponse:
         """Send one request; return the (unread) response, or raise a sorted error."""
         headers = {"Accept": "application/json"}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
@@ -201,6 +204,40 @@ class PodClient:
             limit=LOG_LIMIT_BYTES,
             partial_first_line=not window.starts_at_line,
             truncated=window.dropped > 0 or seen > LOG_STREAM_MAX_BYTES,
+        )
+
+    async def pod_events(self, *, namespace: str, uid: str) -> builtins.list[Object]:
+        """The Pod's own Events: those whose ``involvedObject.uid`` is the Pod's UID (any order).
+
+        Selected by UID, not name, so a Pod recreated under the same name never lends its Events.
+        Failures are sorted like every request's; the capture degrades on them (no ``events``).
+        """
+        found = await self._json(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/events",
+            query=[("fieldSelector", f"involvedObject.uid={uid}"), ("limit", str(EVENTS_LIST_LIMIT))],
+            what=f"list events of pod uid={uid} in {namespace}",
+        )
+        items: builtins.list[Object] = found.get("items") or []
+        return items
+
+    async def set_active_deadline(self, *, namespace: str, name: str, uid: str, seconds: int) -> Object:
+        """Set the Pod's ``spec.activeDeadlineSeconds`` (the kubelet fails it once that has passed).
+
+        A JSON patch whose first operation tests the UID: a replaced Pod answers 422 (ApiRefused),
+        never gets the deadline. The field may be added to a running Pod, or lowered.
+        """
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        patch: Any = [
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "add", "path": "/spec/activeDeadlineSeconds", "value": seconds},
+        ]
+        return await self._json(
+            "PATCH",
+            path,
+            body=patch,
+            what=f"set activeDeadlineSeconds of pod {namespace}/{name} uid={uid}",
+            content_type="application/json-patch+json",
         )
 
     @staticmethod

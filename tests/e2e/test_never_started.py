@@ -1,0 +1,136 @@
+"""Workers that never start, with the operator running: each ends with a record that says why,
+with its class, and no Pod left behind (issue 12's proof).
+
+The scenarios are ``tests/support/scenarios.py``; their node side is played by a
+:class:`~tests.support.scenarios.Kubelet` (kwok here; a real node's kubelet plays itself).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+import pytest
+import redis.asyncio
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import store as store_
+from agentihooks_swarm.kubernetes import labels
+from tests.e2e import helpers
+from tests.support import builders, fixtures_cluster, scenarios
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+
+SLUG = "never"
+PREFIX = "agentihooks-swarm"
+
+
+@pytest.fixture
+def kubelet(request: pytest.FixtureRequest) -> scenarios.Kubelet:
+    """The node side of a scenario, for the node this test's cluster has."""
+    if fixtures_cluster.node_kind(request.node) == "real":
+        return scenarios.RealKubelet()
+    return scenarios.KwokKubelet()
+
+
+async def _stored(redis_url: str, name: str, execution: str) -> Any:
+    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        raw = await connection.hget(store_.key(PREFIX, SLUG, name), execution)
+    finally:
+        await connection.aclose()
+    return None if raw is None else json.loads(raw)
+
+
+@pytest.mark.parametrize("scenario", scenarios.SCENARIOS, ids=[s.name for s in scenarios.SCENARIOS])
+async def test_a_worker_that_never_starts_ends_with_a_record_that_says_why(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    kubelet: scenarios.Kubelet,
+    scenario: scenarios.Scenario,
+) -> None:
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    swarm = builders.swarm(
+        name=SLUG,
+        namespace=namespace,
+        image=scenario.image,
+        env=scenario.env,
+        resources=scenario.resources,
+        annotations=kubelet.annotations(scenario),
+        startup_deadline_seconds=scenario.startup_deadline_seconds,
+    )
+    await helpers.create(admin_api, swarm)
+    await helpers.create(admin_api, builders.execution(name=scenario.name, namespace=namespace, swarm=SLUG))
+    name = labels.worker_pod_name(execution=scenario.name, generation=1)
+    core = client.CoreV1Api(admin_api)
+
+    async def created() -> dict[str, Any] | None:
+        try:
+            found = await core.read_namespaced_pod(name, namespace)
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        result: dict[str, Any] = admin_api.sanitize_for_serialization(found)
+        return result
+
+    pod = await helpers.eventually(created, what=f"pod {name}", operator=process)
+    await kubelet.report(admin_api, pod=pod, scenario=scenario)
+
+    async def done() -> dict[str, Any] | None:
+        found: dict[str, Any] = (
+            await helpers.execution(admin_api, namespace=namespace, name=scenario.name)
+        ).get("status") or {}
+        return found if found.get("phase") == "Done" else None
+
+    status = await helpers.eventually(done, what=f"{scenario.name} Done", operator=process, timeout=90)
+    assert not await helpers.pod_exists(admin_api, namespace=namespace, name=name)
+    assert status["outcome"] == "failed"
+    assert status["failureClass"] == scenario.failure_class
+
+    retained = await _stored(redis_url, "attempt-retained", scenario.name)
+    [entry] = retained["removed"]["pods"]
+    assert (entry["name"], entry["uid"], entry["outcome"]) == (name, pod["metadata"]["uid"], "deleted")
+    if scenario.captured:
+        record = entry["startup"]
+        assert "reason" not in retained["final"] and "evidence" not in retained["final"]
+    else:
+        assert "startup" not in entry  # Not refused: deleted as the spec says, without a capture.
+        assert retained["final"]["reason"] == scenario.reason
+        record = retained["final"]["evidence"]
+        assert status["reason"] == scenario.reason
+        [scheduled] = [c for c in record["conditions"] if c["type"] == "PodScheduled"]
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert record["class"] == scenario.failure_class
+    assert record["reason"] == (scenario.reason if scenario.captured else "")
+    # The spec's fields, unchanged: containers lists terminated containers only.
+    assert {"phase", "reason", "containers"} <= set(record)
+    assert all("terminated" in c for c in record["containers"])
+    if scenario.waiting_reason:
+        assert [w["state"]["waiting"]["reason"] for w in record["waiting"]] == [scenario.waiting_reason]
+        assert record["containers"] == []
+    if scenario.event_reason:
+        assert scenario.event_reason in [e["reason"] for e in record["events"]]
+        last_times = [datetime.datetime.fromisoformat(e["last_time"]) for e in record["events"]]
+        assert last_times == sorted(last_times, reverse=True)  # Newest first (as times, not strings).
+    for event in scenario.kubelet_events:
+        assert {
+            "type": event.type,
+            "reason": event.reason,
+            "message": event.message,
+            "count": event.count,
+        } in [{k: e[k] for k in ("type", "reason", "message", "count")} for e in record["events"]]
+
+    reasons = {
+        r: m for _, r, m in await helpers.events_for(admin_api, namespace=namespace, name=scenario.name)
+    }
+    if scenario.startup_deadline_seconds is not None and scenario.captured:
+        assert "StartupDeadlineExceeded" in reasons, reasons
+        assert f"within {scenario.startup_deadline_seconds}s" in reasons["StartupDeadlineExceeded"]
+    if not scenario.captured:
+        assert "Unschedulable" in reasons, reasons
+    assert f"(class {scenario.failure_class})" in reasons["CleanupFinished"] or not scenario.captured

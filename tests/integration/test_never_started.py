@@ -1,0 +1,274 @@
+"""Evidence for workers that never start (issue 12), in-process against the real API server (through
+the fault proxy) and the real Redis: waiting containers, the Pod's Events, log_error, the startup
+deadline (activeDeadlineSeconds, UID-pinned) and a forbidden Events read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import attempts, errors, events, launch, leadership, records, store as store_
+from agentihooks_swarm.kubernetes import labels
+from tests.integration.test_cleanup import retained_of, run_pass
+from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod, remove
+from tests.support import pods, rbac
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.proxy import FaultProxy
+
+pytestmark = pytest.mark.integration
+
+WAITING_TO_START = 'container "worker" in pod "{pod}" is waiting to start: PodInitializing'
+
+
+@pytest.fixture
+def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
+    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
+
+
+async def raw_pod(api: client.ApiClient, attempt: launch.Attempt) -> dict[str, Any]:
+    response: Any = await client.CoreV1Api(api).read_namespaced_pod(
+        attempt.pod_name, attempt.namespace, _preload_content=False
+    )
+    found: dict[str, Any] = json.loads(await response.read())
+    return found
+
+
+async def waiting_pod(
+    api: client.ApiClient, attempt: launch.Attempt, *, reason: str, message: str, deadline: int | None = None
+) -> dict[str, Any]:
+    """A worker Pod whose container never starts (kwok's agentihooks-pod-wait Stage), once it waits."""
+    annotations = pods.protocol_annotations(waiting_reason=reason, waiting_message=message)
+    if deadline is not None:
+        annotations[labels.STARTUP_DEADLINE] = str(deadline)
+    body: Any = pods.worker_pod(
+        name=attempt.pod_name, namespace=attempt.namespace, labels=attempt.labels, annotations=annotations
+    )
+    await client.CoreV1Api(api).create_namespaced_pod(attempt.namespace, body)
+    for _ in range(300):
+        found = await raw_pod(api, attempt)
+        if (found.get("status") or {}).get("containerStatuses"):
+            return found
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"pod {attempt.pod_name} never got its waiting container")
+
+
+async def test_an_init_failure_captures_the_init_log_and_the_main_container_waiting(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    """As on a real kubelet: init exits 3, the main container stays waiting (PodInitializing).
+    Its log is never asked for (a kubelet answers 400 "waiting to start"), and the Pod goes."""
+    attempt = attempt_for(namespace)
+    await pods.plant_log(
+        cluster=control_plane,
+        namespace=namespace,
+        pod=attempt.pod_name,
+        container="init",
+        content=b"no creds\n",
+    )
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, phase=None, log=None, init_exit_code=3)
+    fault_proxy.reset_counts()
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        assert (await remove(runtime, attempt, pod["metadata"]["uid"])).removed is True
+        counted = runtime.metrics.startup_failures.labels("launch", "exit_code")._value.get()
+    assert counted == 1
+    assert fault_proxy.count(path=r".*/log$") == 1
+    [read] = fault_proxy.matching_calls(path=r".*/log$")
+    assert "container=init" in read.query
+    record = await store.read_startup(slug=SLUG, execution=attempt.execution)
+    assert record is not None
+    startup = record.startup
+    assert [c.name for c in startup.containers] == ["init"]
+    assert (startup.containers[0].log or "").endswith("no creds\n")
+    assert startup.waiting is not None
+    assert [(w.name, w.state) for w in startup.waiting] == [
+        ("worker", {"waiting": {"reason": "PodInitializing"}})
+    ]
+    assert startup.conditions is not None
+    assert {"type": "Initialized", "status": "False"}.items() <= next(
+        c for c in startup.conditions if c["type"] == "Initialized"
+    ).items()
+    assert startup.failure_class == records.FailureClass.EXIT_CODE
+    assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+
+
+@pytest.mark.parametrize("path", ["launch", "cleanup"])
+async def test_a_log_read_answering_waiting_to_start_is_not_a_failed_read(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+    path: str,
+) -> None:
+    """The kubelet's 400 for a container that never ran: no log to lose, so the Pod is not kept
+    (launch) and no log_reads are counted (cleanup); the entry says why it has no log."""
+    attempt = attempt_for(namespace)
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    fault_proxy.fail(
+        status=400,
+        reason="BadRequest",
+        message=WAITING_TO_START.format(pod=attempt.pod_name),
+        path=r".*/log$",
+        times=None,
+    )
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        if path == "launch":
+            assert (await remove(runtime, attempt, pod["metadata"]["uid"])).removed is True
+            found = await store.read_startup(slug=SLUG, execution=attempt.execution)
+            assert found is not None
+            stored = json.loads(records.dump(found.startup))
+        else:
+            await run_pass(runtime, store, attempt)
+            [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+            assert entry["outcome"] == "deleted" and "log_reads" not in entry
+            stored = entry["startup"]
+    [container] = stored["containers"]
+    assert "log" not in container
+    assert (container["log_error"]["cause"], container["log_error"]["status"]) == ("not_started", 400)
+    assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+
+
+async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_field(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    """Real RBAC without `list events`: one pass, the Pod deleted, the capture says events_error 403."""
+    attempt = attempt_for(namespace)
+    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    kubeconfig = await rbac.service_account_with_rules(
+        admin_api,
+        control_plane,
+        namespace=namespace,
+        name="op",
+        kubeconfig=tmp_path / "sa",
+        rules=[
+            {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]},
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        ],
+    )
+    async with runtime_for(kubeconfig) as runtime:
+        await run_pass(runtime, store, attempt)
+        failures = runtime.metrics.events_read_failures.labels(path="cleanup", cause="refused")._value.get()
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert entry["outcome"] == "deleted" and "log_reads" not in entry
+    startup = entry["startup"]
+    assert "events" not in startup
+    assert (startup["events_error"]["cause"], startup["events_error"]["status"]) == ("refused", 403)
+    assert startup["containers"][0]["log"].endswith(PLANTED.decode())
+    assert failures == 1
+
+
+async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_the_pod(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    attempt = attempt_for(namespace)
+    pod = await waiting_pod(
+        admin_api,
+        attempt,
+        reason="ErrImagePull",
+        message='failed to pull image "registry.invalid/x:1": not found',
+        deadline=1,
+    )
+    await pods.post_event(
+        admin_api,
+        pod=pod,
+        type_="Warning",
+        reason="Failed",
+        message='Failed to pull image "registry.invalid/x:1"',
+    )
+    hand = records.HandResult(generation=1, handed=True, pod=attempt.pod_name)
+    notify = events.Collected()
+    async with runtime_for(proxy_kubeconfig) as runtime:
+
+        async def advance() -> attempts.Progress:
+            return await attempts.advance(
+                runtime=runtime,
+                store=store,
+                guard=leadership.Unguarded(),
+                attempt=attempt,
+                hand=hand,
+                cancelled=False,
+                deadline_seconds=60,
+                notify=notify,
+            )
+
+        fault_proxy.reset_counts()
+        progress = await advance()
+        for _ in range(50):  # The pass that finds the Pod past its deadline sets it and says so.
+            if progress.reason == attempts.STARTUP_DEADLINE:
+                break
+            assert not progress.done and progress.outcome is None
+            await asyncio.sleep(0.1)
+            progress = await advance()
+        assert progress.reason == attempts.STARTUP_DEADLINE
+        assert progress.waiting_for == "the kubelet to fail the pod past its startup deadline"
+        patches = fault_proxy.matching_calls(method="PATCH", path=r".*/pods/.*")
+        assert len(patches) == 1
+        await pods.wait_for_phase(admin_api, namespace=namespace, name=attempt.pod_name, phase="Failed")
+        failed = await raw_pod(admin_api, attempt)
+        assert failed["spec"]["activeDeadlineSeconds"] >= 1
+        assert failed["status"]["reason"] == "DeadlineExceeded"
+        progress = await advance()
+        for _ in range(5):
+            if progress.done:
+                break
+            progress = await advance()
+        set_count = runtime.metrics.startup_deadlines.labels(action="deadline_set")._value.get()
+    assert progress.done and progress.failure_class == "image_pull"
+    assert fault_proxy.count(method="PATCH", path=r".*/pods/.*") == 1  # Set once, never again.
+    assert set_count == 1
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    startup = entry["startup"]
+    assert (startup["phase"], startup["reason"], startup["class"]) == (
+        "Failed",
+        "DeadlineExceeded",
+        "image_pull",
+    )
+    assert startup["containers"] == []  # No container terminated: the spec's field stays empty.
+    assert startup["waiting"][0]["state"]["waiting"]["reason"] == "ErrImagePull"
+    assert "Failed" in [e["reason"] for e in startup["events"]]
+    reasons = [reason for _, reason, _ in notify.items]
+    assert reasons.count(attempts.STARTUP_DEADLINE) == 1
+    assert "AttemptFinal" in reasons and "CleanupFinished" in reasons
+    assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+
+
+async def test_the_deadline_patch_is_pinned_to_the_uid(
+    admin_api: client.ApiClient,
+    namespace: str,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+) -> None:
+    attempt = attempt_for(namespace)
+    pod = await waiting_pod(admin_api, attempt, reason="ImagePullBackOff", message="back-off")
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        with pytest.raises(errors.ApiRefused) as refused:
+            await runtime.pods.set_active_deadline(
+                namespace=namespace, name=attempt.pod_name, uid="not-" + pod["metadata"]["uid"], seconds=5
+            )
+    assert refused.value.status == 422
+    assert "activeDeadlineSeconds" not in (await raw_pod(admin_api, attempt))["spec"]

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from agentihooks_swarm import cleanup, events, finals, launch, metrics, records, store as store_
-from agentihooks_swarm.kubernetes import diagnostics
+from agentihooks_swarm.kubernetes import diagnostics, labels
 
 #: The reason of an attempt ended because its Pod was never scheduled in its startup deadline.
 UNSCHEDULABLE = "Unschedulable"
@@ -197,6 +197,8 @@ async def _fail_by_kubelet(
             name=attempt.pod_name,
             uid=str((pod.get("metadata") or {}).get("uid")),
             seconds=late.active_deadline,
+            notes={labels.WAITING_AT_DEADLINE: diagnostics.note_waiting(pod)},
+            has_annotations=bool((pod.get("metadata") or {}).get("annotations")),
         )
         runtime.metrics.startup_deadlines.labels(action="deadline_set").inc()
         notify.warning(reason=STARTUP_DEADLINE, message=message + ".")

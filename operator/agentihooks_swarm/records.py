@@ -114,6 +114,9 @@ class StartupCapture(_Record):
     containers: list[ContainerCapture]
     #: Init and main containers that have not terminated, with their state and lastState.
     waiting: list[WaitingContainer] | None = None
+    #: The containers' waiting states when the operator set the startup deadline (the kubelet
+    #: that then fails the Pod reports them terminated, ContainerStatusUnknown, without a reason).
+    waiting_at_deadline: list[WaitingContainer] | None = None
     #: The Pod's ``status.conditions`` as reported (PodScheduled, Initialized, …).
     conditions: list[dict[str, Any]] | None = None
     #: The Pod's own Events, newest first, at most 20 and 8 KiB in all.

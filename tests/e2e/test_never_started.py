@@ -18,20 +18,12 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
-from tests.support import builders, fixtures_cluster, scenarios
+from tests.support import builders, scenarios
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
 SLUG = "never"
 PREFIX = "agentihooks-swarm"
-
-
-@pytest.fixture
-def kubelet(request: pytest.FixtureRequest) -> scenarios.Kubelet:
-    """The node side of a scenario, for the node this test's cluster has."""
-    if fixtures_cluster.node_kind(request.node) == "real":
-        return scenarios.RealKubelet()
-    return scenarios.KwokKubelet()
 
 
 async def _stored(redis_url: str, name: str, execution: str) -> Any:
@@ -53,11 +45,26 @@ async def test_a_worker_that_never_starts_ends_with_a_record_that_says_why(
     kubelet: scenarios.Kubelet,
     scenario: scenarios.Scenario,
 ) -> None:
+    await play(admin_api, control_plane, namespace, operator, redis_url, kubelet, scenario)
+
+
+async def play(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    kubelet: scenarios.Kubelet,
+    scenario: scenarios.Scenario,
+) -> None:
+    """Run ``scenario`` with the operator and check its record, on whichever node ``kubelet`` is."""
+    assert kubelet.plays(scenario), f"{scenario.name} cannot be played by {type(kubelet).__name__}"
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     swarm = builders.swarm(
         name=SLUG,
         namespace=namespace,
-        image=scenario.image,
+        image=kubelet.image(scenario),
+        command=kubelet.command(scenario),
         env=scenario.env,
         resources=scenario.resources,
         annotations=kubelet.annotations(scenario),
@@ -110,14 +117,26 @@ async def test_a_worker_that_never_starts_ends_with_a_record_that_says_why(
     # The spec's fields, unchanged: containers lists terminated containers only.
     assert {"phase", "reason", "containers"} <= set(record)
     assert all("terminated" in c for c in record["containers"])
-    if scenario.waiting_reason:
-        assert [w["state"]["waiting"]["reason"] for w in record["waiting"]] == [scenario.waiting_reason]
-        assert record["containers"] == []
+    if kubelet.waiting_reasons(scenario):
+        # The waiting state when the deadline was set is noted on the Pod and captured: a real
+        # kubelet that then fails the Pod reports the container terminated (ContainerStatusUnknown,
+        # never started, no log), kwok leaves it waiting.
+        [noted] = [w["state"]["waiting"]["reason"] for w in record["waiting_at_deadline"]]
+        assert noted in kubelet.waiting_reasons(scenario), record["waiting_at_deadline"]
+        live = [w["state"]["waiting"]["reason"] for w in record.get("waiting", [])]
+        assert set(live) <= kubelet.waiting_reasons(scenario), record
+        for container in record["containers"]:
+            assert (container["terminated"]["reason"], container["terminated"]["startedAt"]) == (
+                "ContainerStatusUnknown",
+                None,
+            ), container
+            assert container["log_error"]["cause"] == "not_started", container
+            assert "log" not in container
     if scenario.event_reason:
         assert scenario.event_reason in [e["reason"] for e in record["events"]]
         last_times = [datetime.datetime.fromisoformat(e["last_time"]) for e in record["events"]]
         assert last_times == sorted(last_times, reverse=True)  # Newest first (as times, not strings).
-    for event in scenario.kubelet_events:
+    for event in kubelet.events(scenario):
         assert {
             "type": event.type,
             "reason": event.reason,

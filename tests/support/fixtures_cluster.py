@@ -13,6 +13,9 @@ Load with ``pytest_plugins = ["tests.support.fixtures_cluster"]`` (or ``-p``). F
     A fresh namespace, Pod Security ``enforce: baseline`` unless the test is marked
     ``@pytest.mark.pod_security("restricted")`` (or ``"privileged"``); its ``default``
     ServiceAccount exists when the test starts; deleted afterwards.
+``kubelet`` (function) -> ``scenarios.Kubelet``
+    Who plays a never-started scenario's node side: kwok (and the Events the test posts), or the
+    real kubelet itself.
 ``admin_api`` (function, async) -> ``kubernetes_asyncio.client.ApiClient``
     A client on the admin kubeconfig (client certificate, system:masters).
 
@@ -34,6 +37,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
+from tests.support import scenarios
 from tests.support.cluster import STATE_ENV, ClusterError, ControlPlane, NodeKind, build, host, nodes
 
 _BIN_DIR = pytest.StashKey[Path]()
@@ -127,6 +131,16 @@ def control_plane(request: pytest.FixtureRequest) -> ControlPlane:
     kind = node_kind(request.node)
     plane: ControlPlane = request.getfixturevalue("real_plane" if kind == "real" else "kwok_plane")
     return plane
+
+
+@pytest.fixture
+def kubelet(request: pytest.FixtureRequest) -> scenarios.Kubelet:
+    """The node side of a never-started scenario (tests/support/scenarios.py), for this test's node."""
+    if node_kind(request.node) == "real":
+        from tests.support import images
+
+        return scenarios.RealKubelet(busybox=images.BUSYBOX_REF)
+    return scenarios.KwokKubelet()
 
 
 @pytest.fixture

@@ -86,6 +86,12 @@ Where a real kubelet answers differently from kwok (seen on the real node, ``tes
 * stdout and stderr are one stream in the log, interleaved in the order written.
 * A memory limit kills with exit code 137, reason ``OOMKilled``; the log up to the kill is served.
 * Invalid UTF-8 is served raw, as from kwok.
+* A Pod failed by ``activeDeadlineSeconds`` (reason ``DeadlineExceeded``): a container that never
+  started loses its ``waiting`` state (``ImagePullBackOff``, ``CreateContainerConfigError``) and is
+  reported ``terminated`` with exit code 137, reason ``ContainerStatusUnknown``, no ``startedAt``;
+  its log answers **400** ``… is terminated``. kwok leaves it waiting. The operator notes the
+  waiting states on the Pod when it sets the deadline (``waiting_at_deadline`` in the capture)
+  and treats that 400 for a container that never ran as "no log" (``log_error: not_started``).
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ what its record must say. The Kubernetes side of the failure is played by a :cla
   the Pod's UID. The scheduler is the real kube-scheduler, so an unschedulable Pod and its
   ``FailedScheduling`` Event are real.
 * :class:`RealKubelet` (containerd + kubelet, ``@pytest.mark.realnode``) needs no annotations
-  and posts nothing: the template's image that does not exist, Secret that is missing, request no
-  node fits and memory limit do the work. To run a scenario there, its template needs an image
-  the real node has (for ``oom-killed``, one that allocates past its limit) — not wired yet.
+  and posts nothing: the template's image that does not exist (named on ``localhost``, so the
+  failed pull never leaves the machine), Secret that is missing, request no node fits and memory
+  limit do the work, with the real node's busybox image for the rest. ``slow-pull`` needs a
+  registry to be slow, and the real node has none: it is played on kwok only.
 """
 
 from __future__ import annotations
@@ -145,15 +146,36 @@ SCENARIOS = (
 class Kubelet(Protocol):
     """What plays a scenario's node side."""
 
+    def plays(self, scenario: Scenario) -> bool: ...
+    def image(self, scenario: Scenario) -> str: ...
+    def command(self, scenario: Scenario) -> tuple[str, ...]: ...
     def annotations(self, scenario: Scenario) -> dict[str, str]: ...
+    def waiting_reasons(self, scenario: Scenario) -> set[str]: ...
+    def events(self, scenario: Scenario) -> tuple[KubeletEvent, ...]: ...
     async def report(self, api: client.ApiClient, *, pod: Mapping[str, Any], scenario: Scenario) -> None: ...
 
 
 class KwokKubelet:
     """The local cluster's kubelet: kwok Stages from annotations, and the Events posted for it."""
 
+    def plays(self, scenario: Scenario) -> bool:
+        return True
+
+    def image(self, scenario: Scenario) -> str:
+        return scenario.image
+
+    def command(self, scenario: Scenario) -> tuple[str, ...]:
+        return ("/bin/worker",)
+
     def annotations(self, scenario: Scenario) -> dict[str, str]:
         return dict(scenario.kwok)
+
+    def waiting_reasons(self, scenario: Scenario) -> set[str]:
+        return {scenario.waiting_reason} if scenario.waiting_reason else set()
+
+    def events(self, scenario: Scenario) -> tuple[KubeletEvent, ...]:
+        """The Events the test posted, exactly as posted."""
+        return scenario.kubelet_events
 
     async def report(self, api: client.ApiClient, *, pod: Mapping[str, Any], scenario: Scenario) -> None:
         for event in scenario.kubelet_events:
@@ -165,8 +187,35 @@ class KwokKubelet:
 class RealKubelet:
     """A real node's kubelet plays itself: no annotations, and it posts its own Events."""
 
+    #: An image no registry serves; its pull goes to localhost and is refused at once.
+    MISSING_IMAGE = "localhost/agentihooks-swarm/missing:never-pushed"
+
+    def __init__(self, *, busybox: str) -> None:
+        self.busybox = busybox
+
+    def plays(self, scenario: Scenario) -> bool:
+        return scenario.name != "slow-pull"
+
+    def image(self, scenario: Scenario) -> str:
+        return self.MISSING_IMAGE if scenario.image == MISSING_IMAGE else self.busybox
+
+    def command(self, scenario: Scenario) -> tuple[str, ...]:
+        if scenario.failure_class == records.FailureClass.OOM_KILLED:
+            # One 64 MiB block does not fit in the 16 MiB limit: the kernel kills dd (137).
+            return ("sh", "-c", "echo allocating; exec dd if=/dev/zero of=/dev/null bs=64M count=4")
+        return ("sh", "-c", "echo started; sleep 30")
+
     def annotations(self, scenario: Scenario) -> dict[str, str]:
         return {}
+
+    def waiting_reasons(self, scenario: Scenario) -> set[str]:
+        if scenario.failure_class == records.FailureClass.IMAGE_PULL:
+            return {"ErrImagePull", "ImagePullBackOff"}  # whichever the kubelet last reported
+        return {scenario.waiting_reason} if scenario.waiting_reason else set()
+
+    def events(self, scenario: Scenario) -> tuple[KubeletEvent, ...]:
+        """The kubelet's own Events: their reasons are checked, their wording is the kubelet's."""
+        return ()
 
     async def report(self, api: client.ApiClient, *, pod: Mapping[str, Any], scenario: Scenario) -> None:
         return None

@@ -403,3 +403,75 @@ def test_events_sort_by_time_not_by_string_and_ties_by_resource_version() -> Non
 )
 def test_summary_says_why_in_one_line(capture: records.StartupCapture, expected: str) -> None:
     assert diagnostics.summary(capture) == expected
+
+
+#: What a real kubelet reports for a container that never started once it failed the Pod
+#: (activeDeadlineSeconds): terminated, never started, no log.
+STATUS_UNKNOWN = {
+    "exitCode": 137,
+    "reason": "ContainerStatusUnknown",
+    "message": "The container could not be located when the pod was terminated",
+    "startedAt": None,
+    "finishedAt": None,
+}
+
+
+async def test_a_terminated_container_that_never_ran_has_no_log_and_says_why() -> None:
+    error = errors.ApiRefused(
+        'read log: 400 BadRequest: container "worker" in pod "p" is terminated',
+        status=400,
+        reason="BadRequest",
+    )
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", STATUS_UNKNOWN)]), Logs({}, error=error)
+    )
+    assert capture is not None
+    [container] = capture.containers
+    assert container.log is None and container.log_error is not None
+    assert (container.log_error.cause, container.log_error.status) == ("not_started", 400)
+
+
+async def test_is_terminated_for_a_container_that_ran_still_propagates() -> None:
+    error = errors.ApiRefused('read log: 400 BadRequest: container "w" in pod "p" is terminated', status=400)
+    with pytest.raises(errors.ApiRefused):
+        await diagnostics.startup(
+            pod(phase="Failed", main=[terminated("w", TERMINATED_78)]), Logs({}, error=error)
+        )
+
+
+async def test_the_waiting_states_noted_at_the_deadline_are_captured() -> None:
+    waiting_pod = pod(
+        phase="Pending",
+        main=[
+            {"name": "worker", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off"}}}
+        ],
+    )
+    note = diagnostics.note_waiting(waiting_pod)
+    failed = pod(phase="Failed", main=[terminated("worker", STATUS_UNKNOWN)])
+    failed["metadata"]["annotations"] = {"swarm.agentihooks.io/waiting-at-deadline": note}
+    error = errors.ApiRefused('read log: 400 BadRequest: container "worker" is terminated', status=400)
+    capture = await diagnostics.startup(failed, Logs({}, error=error))
+    assert capture is not None
+    stored = json.loads(records.dump(capture))
+    assert stored["waiting_at_deadline"] == [
+        {"name": "worker", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off"}}}
+    ]
+    assert "waiting" not in stored  # the live status has none left
+    assert stored["class"] == "image_pull"
+
+
+@pytest.mark.parametrize("note", ["not json", "[1, 2]", '[{"name": 3, "state": "x"}]', '{"a": 1}'])
+def test_a_note_someone_edited_is_ignored(note: str) -> None:
+    edited = pod(phase="Failed")
+    edited["metadata"]["annotations"] = {"swarm.agentihooks.io/waiting-at-deadline": note}
+    assert diagnostics.waiting_at_deadline(edited) == []
+
+
+def test_the_note_is_at_most_4_kib() -> None:
+    many = [
+        {"name": f"c{i}", "state": {"waiting": {"reason": "ErrImagePull", "message": "x" * 500}}}
+        for i in range(40)
+    ]
+    note = diagnostics.note_waiting(pod(phase="Pending", main=many))
+    assert len(note.encode()) <= diagnostics.WAITING_NOTE_MAX_BYTES
+    assert 0 < len(json.loads(note)) < 40

@@ -14,17 +14,22 @@ says why in ``events_error``), so it never keeps a Pod that the spec would delet
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, Protocol
 
+import pydantic
+
 from agentihooks_swarm import errors, records
-from agentihooks_swarm.kubernetes import failures, logs
+from agentihooks_swarm.kubernetes import failures, labels, logs
 
 #: The Pod's Events kept in a capture: the newest 20, at most 8 KiB of JSON in all.
 EVENTS_MAX: Final = 20
 EVENTS_MAX_BYTES: Final = 8 * 1024
 #: The longest Event message kept (the API server's own Events are shorter).
 EVENT_MESSAGE_MAX: Final = 1024
+#: The waiting states noted on a Pod when its startup deadline is set (an annotation).
+WAITING_NOTE_MAX_BYTES: Final = 4 * 1024
 
 
 class LogReader(Protocol):
@@ -169,19 +174,46 @@ def fit_events(raw: Sequence[dict[str, Any]]) -> list[records.EventCapture]:
     return kept
 
 
-def log_error(error: BaseException) -> records.LogError:
-    """The ``log_error`` of a failed read: its cause (as the metrics name it) and status."""
+def log_error(error: BaseException, *, state: dict[str, Any] | None = None) -> records.LogError:
+    """The ``log_error`` of a failed read: its cause (as the metrics name it) and status.
+    ``state``: the container's terminated state, when the read was for a terminated container."""
     status = error.status if isinstance(error, errors.ApiError) else None
     if isinstance(error, errors.ApiRefused):
-        cause = "not_started" if _not_started(error) else "refused"
+        cause = "not_started" if _not_started(error, state=state) else "refused"
     else:
         cause = "timeout" if isinstance(error, TimeoutError) else "unavailable"
     return records.LogError(cause=cause, status=status, message=errors.trim(str(error)) or None)
 
 
-def _not_started(error: errors.ApiError) -> bool:
-    """The kubelet's answer for a container that never ran: 400 "container … is waiting to start"."""
-    return error.status == 400 and "waiting to start" in str(error)
+def _not_started(error: errors.ApiError, *, state: dict[str, Any] | None = None) -> bool:
+    """The kubelet's answer for a container that never ran: 400 "container … is waiting to start",
+    or, once the kubelet failed the Pod (DeadlineExceeded), 400 "… is terminated" for a container
+    whose terminated state has no ``startedAt`` (ContainerStatusUnknown: it never ran)."""
+    if error.status != 400:
+        return False
+    never_ran = state is not None and not state.get("startedAt")
+    return "waiting to start" in str(error) or (never_ran and "is terminated" in str(error))
+
+
+def waiting_at_deadline(pod: dict[str, Any]) -> list[records.WaitingContainer]:
+    """The waiting states the operator noted on the Pod when it set the startup deadline."""
+    annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    raw = annotations.get(labels.WAITING_AT_DEADLINE)
+    try:
+        items = json.loads(raw) if isinstance(raw, str) else []
+        return [records.WaitingContainer.model_validate(item) for item in items if isinstance(item, dict)]
+    except (ValueError, pydantic.ValidationError):
+        return []  # a note someone else edited is no evidence; the live status still is
+
+
+def note_waiting(pod: dict[str, Any]) -> str:
+    """The ``WAITING_AT_DEADLINE`` annotation's value for ``pod`` now (JSON, at most 4 KiB)."""
+    noted = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in waiting(pod)]
+    text = json.dumps(noted, separators=(",", ":"))
+    while len(text.encode()) > WAITING_NOTE_MAX_BYTES and noted:
+        noted.pop()
+        text = json.dumps(noted, separators=(",", ":"))
+    return text
 
 
 async def startup(
@@ -226,9 +258,9 @@ async def _capture(
                     namespace=namespace, name=str(metadata.get("name", "")), container=name
                 )
             except errors.ApiRefused as e:
-                if not _not_started(e):
+                if not _not_started(e, state=state):
                     raise
-                entry.log_error = log_error(e)
+                entry.log_error = log_error(e, state=state)
             else:
                 entry.log = read.text
                 entry.log_truncated = True if read.truncated else None
@@ -240,6 +272,7 @@ async def _capture(
         reason=str(status.get("reason") or ""),
         containers=containers,
         waiting=waiting(pod) or None,
+        waiting_at_deadline=waiting_at_deadline(pod) or None,
         conditions=conditions(pod) or None,
     )
     uid = str(metadata.get("uid") or "")

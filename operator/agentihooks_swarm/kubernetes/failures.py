@@ -51,7 +51,7 @@ MOUNT_EVENT_REASONS: Final = frozenset({"FailedMount", "FailedAttachVolume", "Fa
 def _terminated_states(capture: records.StartupCapture) -> Iterator[dict[str, Any]]:
     for container in capture.containers:
         yield container.terminated
-    for waiting in capture.waiting or ():
+    for waiting in [*(capture.waiting or ()), *(capture.waiting_at_deadline or ())]:
         for state in (waiting.state, waiting.last_state or {}):
             terminated = state.get("terminated")
             if isinstance(terminated, dict):
@@ -60,7 +60,7 @@ def _terminated_states(capture: records.StartupCapture) -> Iterator[dict[str, An
 
 def _waiting_reasons(capture: records.StartupCapture) -> set[str]:
     found = set()
-    for waiting in capture.waiting or ():
+    for waiting in [*(capture.waiting or ()), *(capture.waiting_at_deadline or ())]:
         state = waiting.state.get("waiting")
         if isinstance(state, dict) and state.get("reason"):
             found.add(str(state["reason"]))

@@ -15,6 +15,11 @@ EXECUTION: Final = f"{GROUP}/execution-id"
 GENERATION: Final = f"{GROUP}/generation"
 #: Annotation on a worker Pod: its startup deadline in seconds (the Swarm template's, or the default).
 STARTUP_DEADLINE: Final = f"{GROUP}/startup-deadline-seconds"
+#: Annotation the operator sets on a worker Pod together with its ``activeDeadlineSeconds``: the
+#: containers' waiting states at that moment (JSON). A real kubelet that fails the Pod replaces a
+#: never-started container's ``waiting`` (e.g. ImagePullBackOff) with ``terminated:
+#: ContainerStatusUnknown``, so the capture would otherwise lose why it never started.
+WAITING_AT_DEADLINE: Final = f"{GROUP}/waiting-at-deadline"
 
 
 def owner(slug: str) -> str:

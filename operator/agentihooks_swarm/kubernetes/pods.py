@@ -221,8 +221,19 @@ class PodClient:
         items: builtins.list[Object] = found.get("items") or []
         return items
 
-    async def set_active_deadline(self, *, namespace: str, name: str, uid: str, seconds: int) -> Object:
-        """Set the Pod's ``spec.activeDeadlineSeconds`` (the kubelet fails it once that has passed).
+    async def set_active_deadline(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        seconds: int,
+        notes: dict[str, str] | None = None,
+        has_annotations: bool = True,
+    ) -> Object:
+        """Set the Pod's ``spec.activeDeadlineSeconds`` (the kubelet fails it once that has passed),
+        and the annotations ``notes`` in the same patch (``has_annotations``: whether the Pod has
+        an annotations map to add them to; without one the map is created with them).
 
         A JSON patch whose first operation tests the UID: a replaced Pod answers 422 (ApiRefused),
         never gets the deadline. The field may be added to a running Pod, or lowered.
@@ -232,6 +243,12 @@ class PodClient:
             {"op": "test", "path": "/metadata/uid", "value": uid},
             {"op": "add", "path": "/spec/activeDeadlineSeconds", "value": seconds},
         ]
+        if notes and not has_annotations:
+            patch.append({"op": "add", "path": "/metadata/annotations", "value": dict(notes)})
+        else:
+            for key, value in (notes or {}).items():
+                escaped = key.replace("~", "~0").replace("/", "~1")
+                patch.append({"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value})
         return await self._json(
             "PATCH",
             path,

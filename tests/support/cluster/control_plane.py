@@ -68,6 +68,8 @@ _REAL_NODE_CONTROLLERS: Final = (
     "endpoints-controller",
     "endpointslice-controller",
     "persistentvolume-binder-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
     "node-lifecycle-controller",
 )
 

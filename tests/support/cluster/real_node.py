@@ -15,7 +15,9 @@ Facts this relies on (found on this machine kind, see ``shared/notes/real-node-p
 * kubelet 1.37 on cgroup v1 needs ``failCgroupV1: false`` and ``cgroupDriver: cgroupfs``.
 
 The Pod network is the ``ptp`` CNI plugin: one veth pair per Pod, routed through the host, so
-Pod-to-Service-to-Pod traffic passes the host's conntrack without a bridge. Pods get routes to
+Pod-to-Service-to-Pod traffic passes the host's conntrack without a bridge.
+PersistentVolumeClaims get host-path volumes from the default StorageClass ``standard``
+(:mod:`.provisioner`), as on kind. Pods get routes to
 the Pod, Service and node ranges only (no default route) and there is no masquerading: nothing a
 Pod sends can leave the machine. CoreDNS answers ``cluster.local`` only (no ``forward``), and
 containerd's registry hosts point every well-known registry at a closed loopback port, so a
@@ -28,6 +30,7 @@ import contextlib
 import json
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -191,6 +194,18 @@ def start(plane: ControlPlane, starter: Starter, *, pki: Path, images: Images) -
     )
     starter.spawn("coredns", [str(plane.bin_dir / "coredns"), "-conf", str(corefile)])
     starter.wait("CoreDNS /ready", lambda: cp.http_ok(f"http://127.0.0.1:{dns_ready}/ready", b"OK"))
+
+    state = workdir / "provisioner-state.json"
+    plane.save(state)
+    starter.spawn(
+        "provisioner",
+        [sys.executable, "-m", "tests.support.cluster.provisioner", str(state), str(workdir / "volumes")],
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+    starter.wait(
+        "the default StorageClass",
+        lambda: cp.api_ok(plane, "/apis/storage.k8s.io/v1/storageclasses/standard", expect=None),
+    )
 
 
 def stop(*, workdir: Path, children: Sequence[Child], bin_dir: Path) -> None:

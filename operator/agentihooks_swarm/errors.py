@@ -14,6 +14,8 @@ from __future__ import annotations
 
 #: Longest excerpt of a server's answer that goes into an exception's text (and so into logs).
 MAX_DETAIL = 300
+#: Longest excerpt of a server's answer quoted in an Execution's condition and Event.
+MAX_QUOTE = 900
 
 
 def trim(text: str, *, limit: int = MAX_DETAIL) -> str:
@@ -31,10 +33,14 @@ class SwarmError(Exception):
 class ApiError(SwarmError):
     """A Kubernetes API request did not give the answer we wanted."""
 
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, reason: str = "", detail: str = ""
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        #: The API server's own message (trimmed to :data:`MAX_QUOTE`), quoted in conditions.
+        self.detail = detail
 
 
 class ApiRefused(ApiError):
@@ -67,3 +73,27 @@ class StoreUnavailable(SwarmError, ConnectionError):
 
 class InvalidResource(SwarmError):
     """A custom resource's spec cannot be acted on (unknown swarm, bad name, …)."""
+
+
+#: The answers that say the request itself is wrong: the same body will be refused again.
+INVALID_STATUSES = frozenset({400, 422})
+
+
+def is_invalid(error: ApiError) -> bool:
+    """Whether the API server refused the request's body (400 BadRequest, 422 Invalid)."""
+    return error.status in INVALID_STATUSES
+
+
+class SpecRejected(SwarmError):
+    """The API server refused an object the operator built from a user's spec (400 or 422).
+
+    Not transient: the same spec builds the same object, refused the same way, so the handler
+    reports it on the Execution and waits for the spec or the Swarm to change.
+    """
+
+    def __init__(self, *, kind: str, namespace: str, name: str, detail: str) -> None:
+        super().__init__(f"The API server refused {kind} {namespace}/{name}: {detail}")
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.detail = detail

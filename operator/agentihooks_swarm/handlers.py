@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 from typing import Any
 
@@ -16,6 +15,7 @@ import kopf
 
 from agentihooks_swarm import (
     attempts,
+    bookkeeping,
     cleanup,
     errors,
     events,
@@ -26,6 +26,7 @@ from agentihooks_swarm import (
     resources,
     runtime,
     settings as settings_,
+    status as status_,
 )
 from agentihooks_swarm.store import AsyncStore
 
@@ -41,40 +42,12 @@ CONFIG = settings_.Settings.from_env()
 CONCURRENCY = 32
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _condition(*, type_: str, status: bool, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "type": type_,
-        "status": "True" if status else "False",
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": _now(),
-    }
-
-
-def _set_condition(patch: kopf.Patch, current: Any, condition: dict[str, Any]) -> None:
-    """Set one condition, keeping the others; an unchanged condition is not written again."""
-    base = [c for c in (patch.status.get("conditions", current) or []) if isinstance(c, dict)]
-    same = next((c for c in base if c.get("type") == condition["type"]), None)
-    if same is not None and all(same.get(k) == condition[k] for k in ("status", "reason", "message")):
-        return
-    patch.status["conditions"] = [*(c for c in base if c.get("type") != condition["type"]), condition]
-
-
-def _put(patch: kopf.Patch, status: Any, field: str, value: Any) -> None:
-    """Write a status field only when it changes: a timer pass over a quiet attempt costs no PATCH."""
-    if status.get(field) != value:
-        patch.status[field] = value
-
-
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     config = CONFIG
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    # The diff base without large values: kopf's annotations stay small whatever the spec's size.
+    settings.persistence.diffbase_storage = bookkeeping.CompactDiffBase(prefix=GROUP)
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 32
     settings.watching.server_timeout = 300
@@ -132,6 +105,35 @@ async def launch_execution(memo: Any, **kwargs: Any) -> None:
         await _launch(memo=memo, **kwargs)
 
 
+@kopf.on.update(GROUP, VERSION, "executions", when=lambda status, **_: status_.relaunchable(status))
+async def relaunch_execution(memo: Any, **kwargs: Any) -> None:
+    """An Invalid Execution that changed (its spec, or the relaunch annotation) is launched again."""
+    async with memo.gate:
+        await _launch(memo=memo, **kwargs)
+
+
+@kopf.on.event(GROUP, VERSION, "swarms")
+async def swarm_changed(
+    type: str | None, body: Any, namespace: str | None, memo: Any, logger: kopf.Logger, **_: Any
+) -> None:
+    """A Swarm that changed relaunches the Executions whose Pod was refused for its older version.
+
+    An event handler keeps no bookkeeping on the Swarm; the Executions' ``rejectedWith`` stamp
+    makes a repeated event (or the listing at startup) a no-op.
+    """
+    if type == "DELETED" or namespace is None or not memo.leader.holds():
+        return
+    try:
+        nudged = await launch.relaunch_after_swarm_change(
+            client=memo.runtime.pods, namespace=namespace, swarm=dict(body)
+        )
+    except errors.ApiError as e:  # The next event, or a restart's listing, tries again.
+        logger.warning("Could not relaunch the Executions refused for an older Swarm: %s", e)
+        return
+    if nudged:
+        logger.info("Swarm changed; launching again: %s.", ", ".join(nudged))
+
+
 async def _launch(
     name: str,
     namespace: str | None,
@@ -151,25 +153,20 @@ async def _launch(
     try:
         execution = resources.parse_execution(name=name, spec=spec)
     except errors.InvalidResource as e:
-        patch.status["phase"] = "Invalid"
-        _set_condition(
-            patch,
-            status.get("conditions"),
-            _condition(type_="Invalid", status=True, reason="InvalidSpec", message=str(e)),
-        )
+        status_.apply(patch.status, status, status_.invalid_spec(str(e)))
         raise kopf.PermanentError(str(e)) from e
 
     generation = int(status.get("attempt") or 1)
     hand = _hand_from_status(status, generation=generation)
     if hand is None:
-        swarm_spec = await _swarm(
+        swarm_spec, stamp = await _swarm(
             wired=wired, namespace=namespace, name=execution.swarm, status=status, patch=patch
         )
         attempt = launch.Attempt(
             namespace=namespace, slug=execution.swarm, execution=name, generation=generation
         )
         try:
-            hand = await launch.launch(
+            launched = await launch.launch(
                 runtime=wired,
                 attempt=attempt,
                 swarm=swarm_spec,
@@ -177,13 +174,13 @@ async def _launch(
                 notify=notify,
                 guard=memo.leader,
             )
+        except errors.SpecRejected as e:
+            answer = status_.rejected(e, swarm_stamp=stamp)
+            status_.apply(patch.status, status, answer)
+            notify.warning(reason=answer.conditions[0]["reason"], message=str(e))
+            raise kopf.PermanentError(str(e)) from e
         except launch.ForeignPod as e:
-            patch.status["phase"] = "Blocked"
-            _set_condition(
-                patch,
-                status.get("conditions"),
-                _condition(type_="Launched", status=False, reason="PodNameTaken", message=str(e)),
-            )
+            status_.apply(patch.status, status, status_.pod_name_taken(str(e)))
             raise kopf.TemporaryError(f"{e}; remove that pod to let this execution launch", delay=60) from e
         except leadership.NotLeader as e:
             raise kopf.TemporaryError(
@@ -191,24 +188,11 @@ async def _launch(
             ) from e
         except errors.ApiError as e:
             raise kopf.TemporaryError(f"Launch did not finish: {e}", delay=10) from e
-        patch.status["attempt"] = generation
-        patch.status["pod"] = hand.pod
-        patch.status["hand"] = {"handed": hand.handed, "reason": hand.reason, "removed": hand.removed}
-        patch.status["phase"] = "Running" if hand.handed else "Refused"
-        _set_condition(
-            patch,
-            status.get("conditions"),
-            _condition(
-                type_="Handed",
-                status=hand.handed,
-                reason=hand.reason or "Handed",
-                message=f"Worker pod {hand.pod}: "
-                + (
-                    "grant handed"
-                    if hand.handed
-                    else f"hand refused ({hand.reason}), removed: {str(hand.removed).lower()}"
-                ),
-            ),
+        hand = launched.hand
+        status_.apply(
+            patch.status,
+            status,
+            status_.handed(hand, detail=launched.detail, earlier=status.get("conditions")),
         )
 
     # The status above is applied by kopf even if Redis fails below; the retry then finds the hand
@@ -227,17 +211,9 @@ async def _launch(
                 ),
             )
     except errors.StoreUnavailable as e:
-        _set_condition(
-            patch,
-            status.get("conditions"),
-            _condition(type_="Recorded", status=False, reason="StoreUnavailable", message=str(e)),
-        )
+        status_.set_condition(patch.status, status.get("conditions"), status_.not_recorded(e))
         raise kopf.TemporaryError(f"{e}; the hand result will be written when Redis is back", delay=15) from e
-    _set_condition(
-        patch,
-        status.get("conditions"),
-        _condition(type_="Recorded", status=True, reason="Stored", message="Hand result stored in Redis."),
-    )
+    status_.set_condition(patch.status, status.get("conditions"), status_.recorded())
 
 
 def _hand_from_status(status: Any, *, generation: int) -> records.HandResult | None:
@@ -255,29 +231,20 @@ def _hand_from_status(status: Any, *, generation: int) -> records.HandResult | N
 
 async def _swarm(
     *, wired: launch.Runtime, namespace: str, name: str, status: Any, patch: kopf.Patch
-) -> resources.SwarmSpec:
+) -> tuple[resources.SwarmSpec, str]:
+    """The parsed Swarm and its stamp (``uid/generation``, see :func:`status.swarm_stamp`)."""
     try:
         found = await wired.pods.read_custom(namespace=namespace, plural="swarms", name=name)
     except errors.ApiError as e:
         raise kopf.TemporaryError(f"Could not read Swarm {namespace}/{name}: {e}", delay=10) from e
     if found is None:
-        message = f"Swarm {namespace}/{name} does not exist; create it (or fix spec.swarm)"
-        patch.status["phase"] = "Pending"
-        _set_condition(
-            patch,
-            status.get("conditions"),
-            _condition(type_="SwarmFound", status=False, reason="SwarmNotFound", message=message),
-        )
-        raise kopf.TemporaryError(message, delay=30)
+        answer = status_.swarm_missing(namespace=namespace, name=name)
+        status_.apply(patch.status, status, answer)
+        raise kopf.TemporaryError(answer.conditions[0]["message"], delay=30)
     try:
-        return resources.parse_swarm(name=name, spec=found.get("spec"))
+        return resources.parse_swarm(name=name, spec=found.get("spec")), status_.swarm_stamp(found)
     except errors.InvalidResource as e:
-        patch.status["phase"] = "Pending"
-        _set_condition(
-            patch,
-            status.get("conditions"),
-            _condition(type_="SwarmFound", status=False, reason="SwarmInvalid", message=str(e)),
-        )
+        status_.apply(patch.status, status, status_.swarm_invalid(str(e)))
         raise kopf.TemporaryError(f"{e}; fix the Swarm", delay=60) from e
 
 
@@ -326,24 +293,19 @@ async def _advance(
         wired.metrics.cleanup_failures.labels(error=type(e).__name__).inc()
         if isinstance(e, errors.StoreUnavailable):
             wired.metrics.store_failures.labels(path="cleanup").inc()
-        _put(patch, status, "phase", "Cleaning")
-        _set_condition(
-            patch,
-            status.get("conditions"),
-            _condition(type_="CleanedUp", status=False, reason=type(e).__name__, message=str(e)),
-        )
+        status_.apply(patch.status, status, status_.cleaning_failed(e))
         raise
-    _put(patch, status, "phase", progress.phase)
+    status_.put(patch.status, status, "phase", progress.phase)
     if progress.outcome is not None:
-        _put(patch, status, "outcome", str(progress.outcome))
-    _put(patch, status, "waitingFor", progress.waiting_for or None)
-    _put(patch, status, "reason", progress.reason or None)
-    _put(patch, status, "failureClass", progress.failure_class)
+        status_.put(patch.status, status, "outcome", str(progress.outcome))
+    status_.put(patch.status, status, "waitingFor", progress.waiting_for or None)
+    status_.put(patch.status, status, "reason", progress.reason or None)
+    status_.put(patch.status, status, "failureClass", progress.failure_class)
     if progress.reason:
-        _set_condition(
-            patch,
+        status_.set_condition(
+            patch.status,
             status.get("conditions"),
-            _condition(
+            status_.condition(
                 type_="Started",
                 status=False,
                 reason=progress.reason,
@@ -357,17 +319,8 @@ async def _advance(
             "services": {r.name: r.outcome for r in removed.services},
             "archived": progress.retained.archived,
         }
-        _put(patch, status, "cleanup", cleaned)
-        _set_condition(
-            patch,
-            status.get("conditions"),
-            _condition(
-                type_="CleanedUp",
-                status=True,
-                reason="Retained",
-                message="Evidence moved to attempt-retained; every pinned object has an outcome.",
-            ),
-        )
+        status_.put(patch.status, status, "cleanup", cleaned)
+        status_.set_condition(patch.status, status.get("conditions"), status_.retained())
     return progress
 
 

@@ -15,11 +15,10 @@ against a real API server and a real Redis in tests without kopf:
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from typing import Any, Protocol
 
-from agentihooks_swarm import errors, events, leadership, metrics, records, resources
+from agentihooks_swarm import errors, events, leadership, metrics, records, resources, status
 from agentihooks_swarm.kubernetes import diagnostics, labels, pods
 
 logger = logging.getLogger(__name__)
@@ -149,12 +148,22 @@ async def ensure_pod(
     worker: resources.WorkerTemplate,
     startup_deadline_seconds: int = 600,
 ) -> dict[str, Any]:
-    """Create the attempt's worker Pod, or adopt it if an earlier pass created it."""
+    """Create the attempt's worker Pod, or adopt it if an earlier pass created it.
+
+    A 400 or 422 is the API server refusing the Pod the worker template builds: that raises
+    :class:`~agentihooks_swarm.errors.SpecRejected`, which no retry can fix.
+    """
     body = pod_body(attempt=attempt, worker=worker, startup_deadline_seconds=startup_deadline_seconds)
     try:
         return await client.create(namespace=attempt.namespace, body=body)
     except errors.AlreadyExists:
         pass
+    except errors.ApiRefused as e:
+        if errors.is_invalid(e):
+            raise errors.SpecRejected(
+                kind="Pod", namespace=attempt.namespace, name=attempt.pod_name, detail=_quote(e)
+            ) from e
+        raise
     existing = await client.read(namespace=attempt.namespace, name=attempt.pod_name)
     if existing is None:  # Deleted between our create and read: try once more next pass.
         raise errors.ApiUnavailable(f"pod {attempt.pod_name} existed and vanished; will retry")
@@ -168,21 +177,53 @@ async def ensure_pod(
 
 
 def _grant(*, attempt: Attempt, project: str, task: Any) -> str:
-    return json.dumps(
+    # UTF-8, not \u-escaped: resources.MAX_TASK_BYTES is measured the same way.
+    return resources.encode(
         {
             "swarm": attempt.slug,
             "execution": attempt.execution,
             "generation": attempt.generation,
             "project": project,
             "task": task,
-        },
-        sort_keys=True,
+        }
     )
 
 
 def _owned_by(obj: dict[str, Any] | None, *, pod: dict[str, Any]) -> bool:
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
     return any(isinstance(r, dict) and r.get("uid") == pod["metadata"]["uid"] for r in refs)
+
+
+def _quote(e: errors.ApiError) -> str:
+    """The API server's answer, as a condition quotes it: status, reason and its own message."""
+    return f"{e.status} {e.reason}: {e.detail or e}".replace(" : ", ": ")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """Why a hand was refused; ``detail`` names the object and quotes the API server, if one refused."""
+
+    reason: records.HandReason
+    detail: str = ""
+
+    def describe(self) -> str:
+        return f"{self.reason}; {self.detail}" if self.detail else str(self.reason)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Launched:
+    """What :func:`launch` did: the spec's hand result, and the refusal's detail for the condition."""
+
+    hand: records.HandResult
+    detail: str = ""
+
+
+def _refused(reason: records.HandReason, *, kind: str, body: dict[str, Any], e: errors.ApiError) -> Refusal:
+    metadata = body["metadata"]
+    return Refusal(
+        reason=reason,
+        detail=f"the API server refused {kind} {metadata['namespace']}/{metadata['name']}: {_quote(e)}",
+    )
 
 
 async def hand(
@@ -193,10 +234,10 @@ async def hand(
     swarm: resources.SwarmSpec,
     project: str,
     task: Any,
-) -> records.HandReason | None:
-    """Hand the Pod its grant. Returns the refusal reason, or None when handed."""
+) -> Refusal | None:
+    """Hand the Pod its grant. Returns the refusal, or None when handed."""
     if project not in swarm.registration.projects:
-        return records.HandReason.PROJECT_UNPERMITTED
+        return Refusal(reason=records.HandReason.PROJECT_UNPERMITTED)
     owner = [_owner_reference(pod)]
     config_map: dict[str, Any] = {
         "apiVersion": "v1",
@@ -217,11 +258,11 @@ async def hand(
             client.read_config_map, namespace=attempt.namespace, name=config_map["metadata"]["name"]
         )
         if not _owned_by(existing, pod=pod):  # Our own grant from a pass that crashed is fine.
-            return records.HandReason.CONFIG_MAP_EXISTS
-    except (errors.ApiUnavailable, errors.ApiTimeout):
-        return records.HandReason.CONFIG_MAP_UNAVAILABLE
-    except errors.ApiRefused:
-        return records.HandReason.CONFIG_MAP_REFUSED
+            return Refusal(reason=records.HandReason.CONFIG_MAP_EXISTS)
+    except (errors.ApiUnavailable, errors.ApiTimeout) as e:
+        return _refused(records.HandReason.CONFIG_MAP_UNAVAILABLE, kind="ConfigMap", body=config_map, e=e)
+    except errors.ApiRefused as e:
+        return _refused(records.HandReason.CONFIG_MAP_REFUSED, kind="ConfigMap", body=config_map, e=e)
     if swarm.worker.terminal_port is None:
         return None
     service: dict[str, Any] = {
@@ -245,9 +286,9 @@ async def hand(
             client.read_service, namespace=attempt.namespace, name=service["metadata"]["name"]
         )
         if not _owned_by(existing, pod=pod):
-            return records.HandReason.TERMINAL_REFUSED
-    except errors.ApiError:
-        return records.HandReason.TERMINAL_REFUSED
+            return Refusal(reason=records.HandReason.TERMINAL_REFUSED)
+    except errors.ApiError as e:
+        return _refused(records.HandReason.TERMINAL_REFUSED, kind="Service", body=service, e=e)
     return None
 
 
@@ -386,7 +427,7 @@ async def launch(
     execution: resources.ExecutionSpec,
     notify: events.Events,
     guard: leadership.Guard | None = None,
-) -> records.HandResult:
+) -> Launched:
     """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused."""
     pod = await ensure_pod(
         client=runtime.pods,
@@ -394,7 +435,7 @@ async def launch(
         worker=swarm.worker,
         startup_deadline_seconds=runtime.startup_deadline_seconds,
     )
-    reason = await hand(
+    refusal = await hand(
         client=runtime.pods,
         attempt=attempt,
         pod=pod,
@@ -402,18 +443,61 @@ async def launch(
         project=execution.project,
         task=execution.task,
     )
-    runtime.metrics.hands.labels(reason=reason or "handed").inc()
-    if reason is None:
+    runtime.metrics.hands.labels(reason=refusal.reason if refusal else "handed").inc()
+    if refusal is None:
         notify.normal(reason="Handed", message=f"Worker pod {attempt.pod_name} has its grant.")
-        return records.HandResult(generation=attempt.generation, handed=True, pod=attempt.pod_name)
-    notify.warning(reason="HandRefused", message=f"The hand to {attempt.pod_name} was refused: {reason}.")
+        return Launched(
+            hand=records.HandResult(generation=attempt.generation, handed=True, pod=attempt.pod_name)
+        )
+    notify.warning(
+        reason="HandRefused", message=f"The hand to {attempt.pod_name} was refused: {refusal.describe()}."
+    )
     removal = await remove_at_launch(
         runtime=runtime, attempt=attempt, uid=pod["metadata"]["uid"], notify=notify, guard=guard
     )
-    return records.HandResult(
-        generation=attempt.generation,
-        handed=False,
-        reason=reason,
-        removed=removal.removed,
-        pod=attempt.pod_name,
+    return Launched(
+        hand=records.HandResult(
+            generation=attempt.generation,
+            handed=False,
+            reason=refusal.reason,
+            removed=removal.removed,
+            pod=attempt.pod_name,
+        ),
+        detail=refusal.detail,
     )
+
+
+#: The annotation that launches a refused Execution again; the operator sets it when the Swarm
+#: changes, and a user may set it to retry by hand. Outside kopf's own prefix on purpose: kopf
+#: ignores annotations under the prefixes it stores its progress in.
+RELAUNCH_ANNOTATION = "relaunch.swarm.agentihooks.io/swarm"
+
+
+async def relaunch_after_swarm_change(
+    *, client: pods.PodClient, namespace: str, swarm: dict[str, Any]
+) -> list[str]:
+    """Annotate the Executions whose Pod was refused for an older version of ``swarm``.
+
+    The annotation is a change kopf sees, so each of them gets one launch with the new Swarm
+    (``handlers.relaunch_execution``); an Execution refused for this very version is left alone.
+    Returns the names of the Executions annotated.
+    """
+    name = (swarm.get("metadata") or {}).get("name")
+    stamp = status.swarm_stamp(swarm)
+    nudged = []
+    for execution in await client.list_custom(namespace=namespace, plural="executions"):
+        if (execution.get("spec") or {}).get("swarm") != name:
+            continue
+        if not status.stale_rejection(execution.get("status") or {}, swarm_stamp=stamp):
+            continue
+        metadata = execution.get("metadata") or {}
+        if (metadata.get("annotations") or {}).get(RELAUNCH_ANNOTATION) == stamp:
+            continue
+        await client.annotate_custom(
+            namespace=namespace,
+            plural="executions",
+            name=metadata["name"],
+            annotations={RELAUNCH_ANNOTATION: stamp},
+        )
+        nudged.append(str(metadata["name"]))
+    return nudged

@@ -7,6 +7,7 @@ The CRDs in ``manifests/crds/`` validate what the API server can; these models c
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -22,6 +23,19 @@ VERSION: Final = "v1alpha1"
 _EXECUTION_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 #: A slug short enough that ``agentihooks-swarm-<slug>`` is still a label value.
 _SLUG = re.compile(r"^[a-z0-9]([-a-z0-9]{0,43}[a-z0-9])?$")
+
+
+#: The most bytes ``spec.task`` may take in the grant (:func:`encode`): the grant ConfigMap holds
+#: at most 1 MiB (1,048,576 bytes), and the grant's other fields take well under 48 KiB.
+MAX_TASK_BYTES: Final = 1_000_000
+#: The CRD's bound on a string task, in characters: one character takes at most 6 bytes in JSON
+#: (``\u001f``), so a string that passes admission always fits in :data:`MAX_TASK_BYTES`.
+MAX_TASK_CHARACTERS: Final = 163_840
+
+
+def encode(value: Any) -> str:
+    """JSON as the grant stores it: sorted keys, UTF-8 text (non-ASCII is not escaped)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 class _Spec(pydantic.BaseModel):
@@ -91,6 +105,13 @@ def parse_execution(*, name: str, spec: Any) -> ExecutionSpec:
             "digits and '-', starting with a letter"
         )
     try:
-        return ExecutionSpec.model_validate(_plain(spec))
+        parsed = ExecutionSpec.model_validate(_plain(spec))
     except pydantic.ValidationError as e:
         raise errors.InvalidResource(f"Execution {name}: {_explain(e)}") from e
+    size = len(encode(parsed.task).encode())
+    if size > MAX_TASK_BYTES:
+        raise errors.InvalidResource(
+            f"Execution {name}: spec.task takes {size} bytes as JSON, more than the {MAX_TASK_BYTES} "
+            "its grant ConfigMap can hold; hand the worker a reference to the data instead"
+        )
+    return parsed

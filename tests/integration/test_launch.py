@@ -508,7 +508,7 @@ async def test_launch_creates_the_worker_pod_and_hands_it_the_grant(
 ) -> None:
     attempt = attempt_for(namespace)
     async with runtime_for(proxy_kubeconfig) as runtime:
-        hand = await launch.launch(
+        launched = await launch.launch(
             runtime=runtime,
             attempt=attempt,
             swarm=swarm_spec(terminal_port=7681),
@@ -517,7 +517,7 @@ async def test_launch_creates_the_worker_pod_and_hands_it_the_grant(
             ),
             notify=events.Collected(),
         )
-    assert hand == records.HandResult(generation=1, handed=True, pod=attempt.pod_name)
+    assert launched.hand == records.HandResult(generation=1, handed=True, pod=attempt.pod_name)
     core = client.CoreV1Api(admin_api)
     pod = await core.read_namespaced_pod(attempt.pod_name, namespace)
     assert pod.spec.restart_policy == "Never"
@@ -574,14 +574,16 @@ async def test_project_unpermitted_removes_a_refused_pod_after_storing_its_recor
     attempt = attempt_for(namespace)
     await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
     async with runtime_for(proxy_kubeconfig) as runtime:
-        hand = await launch.launch(
+        launched = await launch.launch(
             runtime=runtime,
             attempt=attempt,
             swarm=swarm_spec(),
             execution=resources.parse_execution(name="e1", spec={"swarm": SLUG, "project": "outside"}),
             notify=events.Collected(),
         )
+    hand = launched.hand
     assert (hand.handed, hand.reason, hand.removed) == (False, "project_unpermitted", True)
+    assert launched.detail == ""  # No API server refused anything: the reason says it all.
     record = await store.read_startup(slug=SLUG, execution="e1")
     assert record is not None and record.startup.containers[0].terminated["exitCode"] == 78
 
@@ -622,7 +624,7 @@ async def test_each_hand_reason_triggers_launch_removal(
     else:
         fault_proxy.fail(status=int(fault), method="POST", path=r".*/configmaps$", times=None)
     async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
-        hand = await launch.launch(
+        launched = await launch.launch(
             runtime=runtime,
             attempt=attempt,
             swarm=swarm_spec(terminal_port=7681),
@@ -630,8 +632,17 @@ async def test_each_hand_reason_triggers_launch_removal(
             notify=events.Collected(),
         )
         hands = runtime.metrics.hands.labels(reason=reason)._value.get()
+    hand = launched.hand
     assert (hand.handed, hand.reason, hand.removed) == (False, reason, True)
     assert hands == 1
+    if fault in ("403", "422"):  # The condition names the object and quotes the API server.
+        assert launched.detail.startswith(
+            f"the API server refused ConfigMap {namespace}/swarm-grant-e1-1: {fault} "
+        ), launched.detail
+    elif fault == "terminal-403":
+        assert launched.detail.startswith(
+            f"the API server refused Service {namespace}/swarm-terminal-e1-1: 403 "
+        )
     record = await store.read_startup(slug=SLUG, execution="e1")
     assert record is not None and record.startup.containers[0].terminated["exitCode"] == 78
 

@@ -47,15 +47,16 @@ def _status_error(*, status: int, body: bytes, what: str) -> errors.ApiError:
         reason = str(payload.get("reason") or "")
         message = str(payload.get("message") or message)
     text = f"{what}: {status} {reason}: {errors.trim(message)}".replace(":  ", ": ")
+    sorted_by: type[errors.ApiError] = errors.ApiRefused
     if status == 429 or status >= 500:
-        return errors.ApiUnavailable(text, status=status, reason=reason)
-    if status == 404:
-        return errors.NotFound(text, status=status, reason=reason)
-    if status == 409 and reason == "AlreadyExists":
-        return errors.AlreadyExists(text, status=status, reason=reason)
-    if status == 409:
-        return errors.PreconditionFailed(text, status=status, reason=reason)
-    return errors.ApiRefused(text, status=status, reason=reason)
+        sorted_by = errors.ApiUnavailable
+    elif status == 404:
+        sorted_by = errors.NotFound
+    elif status == 409 and reason == "AlreadyExists":
+        sorted_by = errors.AlreadyExists
+    elif status == 409:
+        sorted_by = errors.PreconditionFailed
+    return sorted_by(text, status=status, reason=reason, detail=errors.trim(message, limit=errors.MAX_QUOTE))
 
 
 class PodClient:
@@ -374,3 +375,24 @@ class PodClient:
             )
         except errors.NotFound:
             return None
+
+    async def list_custom(self, *, namespace: str, plural: str) -> builtins.list[Object]:
+        found = await self._json(
+            "GET",
+            f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/{plural}",
+            what=f"list {plural} {namespace}",
+        )
+        items: builtins.list[Object] = found.get("items") or []
+        return items
+
+    async def annotate_custom(
+        self, *, namespace: str, plural: str, name: str, annotations: dict[str, str]
+    ) -> Object:
+        """Set annotations on a custom object (a JSON merge patch of ``metadata.annotations``)."""
+        return await self._json(
+            "PATCH",
+            f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/{plural}/{name}",
+            body={"metadata": {"annotations": annotations}},
+            content_type="application/merge-patch+json",
+            what=f"annotate {plural} {namespace}/{name}",
+        )

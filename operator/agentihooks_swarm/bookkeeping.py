@@ -1,0 +1,74 @@
+"""kopf's bookkeeping on our objects, kept small whatever the size of a valid spec.
+
+kopf stores the last handled state of each object (its "diff base") in an annotation, and the
+API server refuses an object whose annotations total more than 256 KiB. A copy of a large
+``spec.task`` (or any large field) there made every patch of the object fail with
+"metadata.annotations: Too long", and kopf retried it forever with no condition to show.
+
+:class:`CompactDiffBase` stores the same essence with large values replaced by their digest:
+a change to a large value still changes its digest, so kopf still sees every change (its
+``old``/``new``/``diff`` then show digests for those fields, which no handler here reads).
+The progress storage stays kopf's own: its records are small (our messages are trimmed).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any, Final, cast
+
+import kopf
+
+#: Strings longer than this are stored as their digest.
+MAX_STRING: Final = 256
+#: The largest diff base stored as it is; a larger one keeps only the digest of its spec.
+MAX_ESSENCE: Final = 16 * 1024
+#: Fields never stored as they are: the task is handed over, never compared field by field.
+DIGESTED: Final = (("spec", "task"),)
+
+
+def digest(value: Any) -> str:
+    encoded = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return f"sha256:{hashlib.sha256(encoded).hexdigest()} ({len(encoded)} bytes)"
+
+
+def _shrink(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        return digest(value)
+    if isinstance(value, dict):
+        return {k: _shrink(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shrink(v) for v in value]
+    return value
+
+
+def compact(essence: dict[str, Any]) -> dict[str, Any]:
+    """The essence to store: digests instead of the task, long strings, and an oversized spec."""
+    essence = copy.deepcopy(essence)
+    for path in DIGESTED:
+        parent: Any = essence
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent:
+            parent[path[-1]] = digest(parent[path[-1]])
+    shrunk: dict[str, Any] = _shrink(essence)
+    if len(json.dumps(shrunk, separators=(",", ":"))) > MAX_ESSENCE:
+        shrunk = {k: (digest(v) if k != "metadata" else v) for k, v in shrunk.items()}
+    if len(json.dumps(shrunk, separators=(",", ":"))) > MAX_ESSENCE:  # Thousands of labels.
+        shrunk = {k: digest(v) for k, v in shrunk.items()}
+    return shrunk
+
+
+class CompactDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's annotation diff base, storing :func:`compact` essences (at most ~16 KiB)."""
+
+    def build(
+        self,
+        *,
+        body: kopf.Body,
+        extra_fields: Iterable[Any] | None = None,
+    ) -> kopf.BodyEssence:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        return cast(kopf.BodyEssence, compact(cast(dict[str, Any], essence)))

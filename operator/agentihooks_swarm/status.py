@@ -1,0 +1,212 @@
+"""What an Execution's status says: its phase and conditions, as pure functions.
+
+The handlers decide *when* to answer; this module decides *what* the answer says, so every
+phase, condition reason and message is built (and unit-tested) in one place. An :class:`Answer`
+is written with :func:`apply` onto kopf's status patch; a condition that did not change is not
+written again, and the other conditions are kept.
+
+Every answer a user can get is here: the README's troubleshooting table lists the same reasons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Final, TypedDict
+
+from agentihooks_swarm import errors, records
+
+
+class Condition(TypedDict):
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+
+
+#: The phases in which no launch is pending: the spec or the Swarm must change first.
+INVALID: Final = "Invalid"
+#: The ``status`` field that records which Swarm (uid/generation) a refused Pod was built from.
+REJECTED_WITH: Final = "rejectedWith"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def condition(*, type_: str, status: bool, reason: str, message: str) -> Condition:
+    return {
+        "type": type_,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now(),
+    }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Answer:
+    """A phase (None: leave it) and the conditions that explain it, with any extra status fields."""
+
+    phase: str | None = None
+    conditions: tuple[Condition, ...] = ()
+    fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def set_condition(patch: MutableMapping[str, Any], current: Any, new: Condition) -> None:
+    """Set one condition on the status ``patch``, keeping the others; an unchanged one is not written."""
+    base = [c for c in (patch.get("conditions", current) or []) if isinstance(c, Mapping)]
+    same = next((c for c in base if c.get("type") == new["type"]), None)
+    if same is not None and all(same.get(k) == new[k] for k in ("status", "reason", "message")):
+        return
+    patch["conditions"] = [*(dict(c) for c in base if c.get("type") != new["type"]), dict(new)]
+
+
+def put(patch: MutableMapping[str, Any], status: Mapping[str, Any], field: str, value: Any) -> None:
+    """Write a status field only when it changes: a timer pass over a quiet attempt costs no PATCH."""
+    if status.get(field) != value:
+        patch[field] = value
+
+
+def apply(patch: MutableMapping[str, Any], status: Mapping[str, Any], answer: Answer) -> None:
+    """Write ``answer`` onto kopf's status patch (``patch.status``), given the current ``status``."""
+    if answer.phase is not None:
+        put(patch, status, "phase", answer.phase)
+    for field, value in answer.fields.items():
+        put(patch, status, field, value)
+    for new in answer.conditions:
+        set_condition(patch, status.get("conditions"), new)
+
+
+def invalid_spec(message: str) -> Answer:
+    """The Execution's own name or spec cannot be acted on; nothing was created."""
+    return Answer(
+        phase=INVALID,
+        conditions=(condition(type_="Invalid", status=True, reason="InvalidSpec", message=message),),
+    )
+
+
+def rejected(error: errors.SpecRejected, *, swarm_stamp: str) -> Answer:
+    """The API server refused an object built from the spec: a permanent answer until a change.
+
+    ``swarm_stamp`` (the Swarm's ``uid/generation``) is kept in the status so that a change to
+    the Swarm, and only a change, launches the Execution again.
+    """
+    what = "the Swarm's worker template" if error.kind == "Pod" else "the Execution's spec"
+    return Answer(
+        phase=INVALID,
+        conditions=(
+            condition(
+                type_="Invalid",
+                status=True,
+                reason=f"{error.kind}Rejected",
+                message=f"{error}. Fix {what}; the Execution is launched again when its spec "
+                "or its Swarm changes.",
+            ),
+        ),
+        fields={REJECTED_WITH: swarm_stamp},
+    )
+
+
+def accepted() -> Condition:
+    """The Invalid condition once the spec could be acted on (written only over an earlier one)."""
+    return condition(type_="Invalid", status=False, reason="Accepted", message="The spec was acted on.")
+
+
+def swarm_missing(*, namespace: str, name: str) -> Answer:
+    message = f"Swarm {namespace}/{name} does not exist; create it (or fix spec.swarm)"
+    return Answer(
+        phase="Pending",
+        conditions=(condition(type_="SwarmFound", status=False, reason="SwarmNotFound", message=message),),
+    )
+
+
+def swarm_invalid(message: str) -> Answer:
+    return Answer(
+        phase="Pending",
+        conditions=(condition(type_="SwarmFound", status=False, reason="SwarmInvalid", message=message),),
+    )
+
+
+def pod_name_taken(message: str) -> Answer:
+    return Answer(
+        phase="Blocked",
+        conditions=(condition(type_="Launched", status=False, reason="PodNameTaken", message=message),),
+    )
+
+
+def handed(hand: records.HandResult, *, detail: str = "", earlier: Any = None) -> Answer:
+    """The hand result: ``Running`` when handed, ``Refused`` (with the API server's words) when not.
+
+    ``earlier`` is the current conditions: an Invalid condition from a refused launch is turned
+    False, so that the status never says both.
+    """
+    if hand.handed:
+        message = f"Worker pod {hand.pod}: grant handed"
+    else:
+        message = f"Worker pod {hand.pod}: hand refused ({hand.reason}), removed: {str(hand.removed).lower()}"
+        if detail:
+            message += f"; {detail}"
+    conditions = [
+        condition(type_="Handed", status=hand.handed, reason=hand.reason or "Handed", message=message)
+    ]
+    if any(isinstance(c, Mapping) and c.get("type") == "Invalid" for c in earlier or []):
+        conditions.append(accepted())
+    return Answer(
+        phase="Running" if hand.handed else "Refused",
+        conditions=tuple(conditions),
+        fields={
+            "attempt": hand.generation,
+            "pod": hand.pod,
+            "hand": {"handed": hand.handed, "reason": hand.reason, "removed": hand.removed},
+            REJECTED_WITH: None,
+        },
+    )
+
+
+def recorded() -> Condition:
+    return condition(type_="Recorded", status=True, reason="Stored", message="Hand result stored in Redis.")
+
+
+def not_recorded(error: errors.StoreUnavailable) -> Condition:
+    return condition(type_="Recorded", status=False, reason="StoreUnavailable", message=str(error))
+
+
+def cleaning_failed(error: Exception) -> Answer:
+    return Answer(
+        phase="Cleaning",
+        conditions=(
+            condition(type_="CleanedUp", status=False, reason=type(error).__name__, message=str(error)),
+        ),
+    )
+
+
+def retained() -> Condition:
+    return condition(
+        type_="CleanedUp",
+        status=True,
+        reason="Retained",
+        message="Evidence moved to attempt-retained; every pinned object has an outcome.",
+    )
+
+
+def relaunchable(status: Mapping[str, Any]) -> bool:
+    """Whether a change to the Execution (its spec, or the nudge after a Swarm change) may launch it.
+
+    Only an Execution that is Invalid and was never handed: a launched attempt is never relaunched.
+    """
+    return status.get("phase") == INVALID and not status.get("hand")
+
+
+def stale_rejection(status: Mapping[str, Any], *, swarm_stamp: str) -> bool:
+    """Whether a Pod refused for an older Swarm (another uid or generation) is worth another try."""
+    stamp = status.get(REJECTED_WITH)
+    return relaunchable(status) and isinstance(stamp, str) and stamp != swarm_stamp
+
+
+def swarm_stamp(swarm: Mapping[str, Any]) -> str:
+    """A Swarm object's identity and spec version, ``<uid>/<generation>``."""
+    metadata = swarm.get("metadata") or {}
+    return f"{metadata.get('uid', '')}/{metadata.get('generation', '')}"

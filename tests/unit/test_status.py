@@ -1,0 +1,179 @@
+"""The Execution's status answers (status.py) and kopf's compact diff base (bookkeeping.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+
+from agentihooks_swarm import bookkeeping, errors, records, resources, status
+from tests.support import crds
+
+REJECTED = errors.SpecRejected(
+    kind="Pod",
+    namespace="ns",
+    name="swarm-worker-e1-1",
+    detail="422 Invalid: spec.securityContext.runAsUser: Invalid value: -1",
+)
+
+
+def test_a_refused_pod_is_invalid_names_the_pod_and_quotes_the_api_server() -> None:
+    answer = status.rejected(REJECTED, swarm_stamp="uid-1/3")
+    assert answer.phase == "Invalid"
+    [condition] = answer.conditions
+    assert set(condition) == {"type", "status", "reason", "message", "lastTransitionTime"}
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Invalid", "True", "PodRejected")
+    assert condition["message"].startswith(
+        "The API server refused Pod ns/swarm-worker-e1-1: 422 Invalid: spec.securityContext.runAsUser"
+    )
+    assert "Fix the Swarm's worker template" in condition["message"]
+    assert answer.fields == {"rejectedWith": "uid-1/3"}
+
+
+def test_apply_writes_only_what_changed_and_keeps_other_conditions() -> None:
+    current: dict[str, Any] = {"phase": "Pending", "conditions": [status.recorded()]}
+    patch: dict[str, Any] = {}
+    status.apply(patch, current, status.rejected(REJECTED, swarm_stamp="u/1"))
+    assert set(patch) == {"phase", "conditions", "rejectedWith"}
+    assert [c["type"] for c in patch["conditions"]] == ["Recorded", "Invalid"]
+    again: dict[str, Any] = {}
+    status.apply(again, {**current, **patch}, status.rejected(REJECTED, swarm_stamp="u/1"))
+    assert again == {}  # The same answer twice costs no PATCH.
+
+
+def test_a_launch_after_a_refusal_clears_it() -> None:
+    earlier = [status.rejected(REJECTED, swarm_stamp="u/1").conditions[0]]
+    hand = records.HandResult(generation=1, handed=True, pod="swarm-worker-e1-1")
+    answer = status.handed(hand, earlier=earlier)
+    assert answer.phase == "Running"
+    assert [(c["type"], c["status"], c["reason"]) for c in answer.conditions] == [
+        ("Handed", "True", "Handed"),
+        ("Invalid", "False", "Accepted"),
+    ]
+    patch: dict[str, Any] = {}
+    status.apply(patch, {"phase": "Invalid", "rejectedWith": "u/1", "conditions": earlier}, answer)
+    assert patch["rejectedWith"] is None  # Removed by the merge patch.
+    assert patch["hand"] == {"handed": True, "reason": None, "removed": None}
+
+
+def test_a_refused_hand_quotes_the_refusal() -> None:
+    hand = records.HandResult(
+        generation=1,
+        handed=False,
+        reason=records.HandReason.CONFIG_MAP_REFUSED,
+        removed=True,
+        pod="swarm-worker-e1-1",
+    )
+    detail = "the API server refused ConfigMap ns/swarm-grant-e1-1: 422 Invalid: data: Too long"
+    [condition] = status.handed(hand, detail=detail).conditions
+    assert condition["reason"] == "config_map_refused"
+    assert condition["message"] == (
+        f"Worker pod swarm-worker-e1-1: hand refused (config_map_refused), removed: true; {detail}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("current", "stamp", "stale"),
+    [
+        ({"phase": "Invalid", "rejectedWith": "u/1"}, "u/2", True),
+        ({"phase": "Invalid", "rejectedWith": "u/1"}, "v/1", True),  # Deleted and created again.
+        ({"phase": "Invalid", "rejectedWith": "u/1"}, "u/1", False),  # Refused for this very version.
+        ({"phase": "Invalid"}, "u/2", False),  # Its own spec is invalid: only its spec can fix it.
+        ({"phase": "Running", "rejectedWith": "u/1", "hand": {"handed": True}}, "u/2", False),
+    ],
+)
+def test_only_a_pod_refused_for_an_older_swarm_is_relaunched(
+    current: dict[str, Any], stamp: str, stale: bool
+) -> None:
+    assert status.stale_rejection(current, swarm_stamp=stamp) is stale
+
+
+def test_a_task_too_large_for_the_grant_is_invalid_before_anything_is_created() -> None:
+    fits = "x" * (resources.MAX_TASK_BYTES - 2)
+    assert (
+        resources.parse_execution(name="e1", spec={"swarm": "s", "project": "p", "task": fits}).task == fits
+    )
+    with pytest.raises(errors.InvalidResource, match=r"spec\.task takes 1000001 bytes as JSON"):
+        resources.parse_execution(name="e1", spec={"swarm": "s", "project": "p", "task": fits + "x"})
+    # Measured as the grant stores it: UTF-8, so a character may take up to 4 bytes.
+    with pytest.raises(errors.InvalidResource, match=r"spec\.task takes"):
+        resources.parse_execution(
+            name="e1", spec={"swarm": "s", "project": "p", "task": {"t": "\U0001f4a5" * 250_000}}
+        )
+
+
+def test_a_string_task_that_passes_the_crd_always_fits_the_grant() -> None:
+    worst = "\x1f" * resources.MAX_TASK_CHARACTERS  # 6 bytes a character in JSON.
+    assert len(resources.encode(worst).encode()) <= resources.MAX_TASK_BYTES
+    executions = yaml.safe_load((crds.CRDS / "swarm.agentihooks.io_executions.yaml").read_text())
+    spec = executions["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    [rule] = spec["x-kubernetes-validations"]
+    assert f"size(self.task) <= {resources.MAX_TASK_CHARACTERS}" in rule["rule"]
+
+
+def test_the_crds_name_limits_are_the_operators() -> None:
+    def name_schema(path: str) -> dict[str, Any]:
+        crd = yaml.safe_load((crds.CRDS / path).read_text())
+        schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        return dict(schema["properties"]["metadata"]["properties"]["name"])
+
+    execution = name_schema("swarm.agentihooks.io_executions.yaml")
+    swarm = name_schema("swarm.agentihooks.io_swarms.yaml")
+    resources.parse_execution(name="a" * execution["maxLength"], spec={"swarm": "s", "project": "p"})
+    with pytest.raises(errors.InvalidResource):
+        resources.parse_execution(
+            name="a" * (execution["maxLength"] + 1), spec={"swarm": "s", "project": "p"}
+        )
+    resources.parse_swarm(name="a" * swarm["maxLength"], spec={"worker": {"image": "i"}})
+    with pytest.raises(errors.InvalidResource):
+        resources.parse_swarm(name="a" * (swarm["maxLength"] + 1), spec={"worker": {"image": "i"}})
+    longest = f"swarm-terminal-{'a' * execution['maxLength']}-1"
+    assert len(longest) <= 63
+
+
+def _essence(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"annotations": annotations or {}}, "spec": spec}
+
+
+def test_the_diff_base_never_holds_the_task_and_still_sees_it_change() -> None:
+    big = _essence({"swarm": "s", "project": "p", "task": {"goal": "x" * 1_000_000}})
+    stored = bookkeeping.compact(big)
+    assert len(json.dumps(stored)) < 1024
+    assert stored["spec"]["swarm"] == "s"
+    assert stored["spec"]["task"].startswith("sha256:")
+    changed = _essence({"swarm": "s", "project": "p", "task": {"goal": "x" * 999_999}})
+    assert bookkeeping.compact(changed) != stored
+    assert big["spec"]["task"] == {"goal": "x" * 1_000_000}  # The input is not modified.
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=2000),
+    lambda inner: st.lists(inner, max_size=20) | st.dictionaries(st.text(max_size=300), inner, max_size=20),
+    max_leaves=200,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    spec=st.dictionaries(st.text(max_size=50), json_values, max_size=10),
+    annotations=st.dictionaries(st.text(max_size=60), st.text(max_size=5000), max_size=50),
+)
+def test_the_diff_base_stays_under_its_bound_whatever_the_object(
+    spec: dict[str, Any], annotations: dict[str, str]
+) -> None:
+    stored = bookkeeping.compact(_essence(spec, annotations))
+    assert len(json.dumps(stored, separators=(",", ":"))) <= bookkeeping.MAX_ESSENCE
+
+
+def test_kopf_builds_the_compact_essence() -> None:
+    storage = bookkeeping.CompactDiffBase(prefix="swarm.agentihooks.io")
+    body = kopf.Body(
+        {"apiVersion": "v1", "kind": "X", "metadata": {"name": "e"}, "spec": {"task": "x" * 300}}
+    )
+    essence = storage.build(body=body)
+    assert set(essence) == {"spec"}
+    assert str(essence["spec"]["task"]).startswith("sha256:")

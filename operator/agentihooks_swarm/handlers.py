@@ -40,6 +40,8 @@ CONFIG = settings_.Settings.from_env()
 #: still queued, Redis answered "Too many connections", the Lease renewal timed out too, and
 #: every handler was retried (docs/benchmarks.md). A turn is waited for without a deadline.
 CONCURRENCY = 32
+#: Seconds between launches that failed for a reason that may pass (409, 429, 5xx, timeouts, 403).
+LAUNCH_RETRY = 10
 
 
 @kopf.on.startup()
@@ -187,7 +189,8 @@ async def _launch(
                 f"{e}; the leader takes over", delay=CONFIG.lease_duration_seconds / 3
             ) from e
         except errors.ApiError as e:
-            raise kopf.TemporaryError(f"Launch did not finish: {e}", delay=10) from e
+            status_.apply(patch.status, status, status_.launch_failed(e, retry_seconds=LAUNCH_RETRY))
+            raise kopf.TemporaryError(f"Launch did not finish: {e}", delay=LAUNCH_RETRY) from e
         hand = launched.hand
         status_.apply(
             patch.status,

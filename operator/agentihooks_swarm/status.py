@@ -137,11 +137,26 @@ def pod_name_taken(message: str) -> Answer:
     )
 
 
+def launch_failed(error: errors.ApiError, *, retry_seconds: float) -> Answer:
+    """A launch that failed for a reason that may pass (409, 429, 5xx, timeout, 403): retried."""
+    return Answer(
+        phase="Pending",
+        conditions=(
+            condition(
+                type_="Launched",
+                status=False,
+                reason="LaunchFailed",
+                message=f"{error}; retrying every {retry_seconds:g}s",
+            ),
+        ),
+    )
+
+
 def handed(hand: records.HandResult, *, detail: str = "", earlier: Any = None) -> Answer:
     """The hand result: ``Running`` when handed, ``Refused`` (with the API server's words) when not.
 
-    ``earlier`` is the current conditions: an Invalid condition from a refused launch is turned
-    False, so that the status never says both.
+    ``earlier`` is the current conditions: an Invalid or Launched condition from an earlier,
+    failed launch is turned over, so that the status never says both.
     """
     if hand.handed:
         message = f"Worker pod {hand.pod}: grant handed"
@@ -152,8 +167,13 @@ def handed(hand: records.HandResult, *, detail: str = "", earlier: Any = None) -
     conditions = [
         condition(type_="Handed", status=hand.handed, reason=hand.reason or "Handed", message=message)
     ]
-    if any(isinstance(c, Mapping) and c.get("type") == "Invalid" for c in earlier or []):
+    types = {c.get("type") for c in earlier or [] if isinstance(c, Mapping)}
+    if "Invalid" in types:
         conditions.append(accepted())
+    if "Launched" in types:
+        conditions.append(
+            condition(type_="Launched", status=True, reason="Launched", message=f"Worker pod {hand.pod}")
+        )
     return Answer(
         phase="Running" if hand.handed else "Refused",
         conditions=tuple(conditions),

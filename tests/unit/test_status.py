@@ -177,3 +177,21 @@ def test_kopf_builds_the_compact_essence() -> None:
     essence = storage.build(body=body)
     assert set(essence) == {"spec"}
     assert str(essence["spec"]["task"]).startswith("sha256:")
+
+
+def test_a_launch_that_may_pass_is_pending_with_the_error_and_cleared_by_the_launch() -> None:
+    error = errors.ApiRefused(
+        'create pod ns/swarm-worker-e1-1: 403 Forbidden: serviceaccount "x" not found', status=403
+    )
+    answer = status.launch_failed(error, retry_seconds=10)
+    assert answer.phase == "Pending"
+    [condition] = answer.conditions
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "Launched",
+        "False",
+        "LaunchFailed",
+    )
+    assert condition["message"].endswith('serviceaccount "x" not found; retrying every 10s')
+    hand = records.HandResult(generation=1, handed=True, pod="swarm-worker-e1-1")
+    after = status.handed(hand, earlier=[condition])
+    assert [(c["type"], c["status"]) for c in after.conditions] == [("Handed", "True"), ("Launched", "True")]

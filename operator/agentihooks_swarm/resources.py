@@ -28,9 +28,8 @@ _SLUG = re.compile(r"^[a-z0-9]([-a-z0-9]{0,43}[a-z0-9])?$")
 #: The most bytes ``spec.task`` may take in the grant (:func:`encode`): the grant ConfigMap holds
 #: at most 1 MiB (1,048,576 bytes), and the grant's other fields take well under 48 KiB.
 MAX_TASK_BYTES: Final = 1_000_000
-#: The CRD's bound on a string task, in characters: one character takes at most 6 bytes in JSON
-#: (``\u001f``), so a string that passes admission always fits in :data:`MAX_TASK_BYTES`.
-MAX_TASK_CHARACTERS: Final = 163_840
+#: The CRD cannot say it: ``task`` has no type (any JSON value), and a field without a type is
+#: invisible to CEL rules ("unable to convert structural schema to CEL declarations").
 
 
 def encode(value: Any) -> str:

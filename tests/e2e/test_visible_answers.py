@@ -51,7 +51,7 @@ async def test_a_quantity_that_is_not_one_is_refused_at_admission(
     status, message = await _refused(admin_api, body)
     assert status == 422
     assert "spec.worker.resources.limits.memory" in message
-    assert "quantity" in message
+    assert "values are quantities" in message
 
 
 async def test_a_pod_the_api_server_refuses_is_a_visible_permanent_answer(
@@ -95,6 +95,7 @@ async def test_a_pod_the_api_server_refuses_is_a_visible_permanent_answer(
         "swarms",
         "bad",
         {"spec": {"worker": {"securityContext": {"runAsUser": 1000}}}},
+        _content_type="application/merge-patch+json",
     )
     await helpers.eventually(
         lambda: _phase(admin_api, namespace, "e1", "Running"),
@@ -135,7 +136,7 @@ async def test_a_large_task_keeps_kopfs_bookkeeping_under_the_annotation_limit(
     assert "Too long" not in process.log()
 
 
-async def test_a_task_too_large_for_its_grant_is_refused_or_invalid(
+async def test_a_task_too_large_for_its_grant_is_invalid_before_anything_is_created(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
@@ -143,12 +144,7 @@ async def test_a_task_too_large_for_its_grant_is_refused_or_invalid(
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     await helpers.create(admin_api, builders.swarm(name="big", namespace=namespace))
-    # A string task is bounded at admission; an object's size only the operator can measure.
-    status, message = await _refused(
-        admin_api, builders.execution(name="str", namespace=namespace, swarm="big", task="x" * (1024 * 1024))
-    )
-    assert status == 422
-    assert "spec.task" in message
+    # The CRD cannot bound a field without a type (CEL does not see it): the operator measures it.
     task = {"goal": "x" * (1024 * 1024)}
     await helpers.create(
         admin_api, builders.execution(name="obj", namespace=namespace, swarm="big", task=task)

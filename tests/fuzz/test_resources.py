@@ -103,7 +103,7 @@ VIOLATIONS: dict[str, tuple[Mutation, str]] = {
     "execution name too long": (_set("exec.metadata.name", "e" * 41), "admission"),
     "execution name not a label": (_set("exec.metadata.name", "e.1"), "admission"),
     "spec.swarm not a slug": (_set("exec.spec.swarm", "Bad_Swarm"), "admission"),
-    "string task too long": (_set("exec.spec.task", "x" * 163_841), "admission"),
+    "string task too large": (_set("exec.spec.task", "x" * 1_000_001), "operator"),
     "object task too large": (_set("exec.spec.task", {"goal": "x" * 1_000_001}), "operator"),
     "pod security context refused": (_set("worker.securityContext", {"runAsUser": -1}), "operator"),
     "service account missing": (_set("worker.serviceAccountName", "no-such-account"), "operator"),

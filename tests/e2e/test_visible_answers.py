@@ -88,15 +88,14 @@ async def test_a_pod_the_api_server_refuses_is_a_visible_permanent_answer(
     assert await _quiet(admin_api, namespace=namespace, name="e1", seconds=4), "the operator kept retrying"
 
     # Fixing the Swarm is the change that launches it again.
-    await client.CustomObjectsApi(admin_api).patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        "swarms",
-        "bad",
+    answered, _ = await asyncio.to_thread(
+        control_plane.request,
+        "PATCH",
+        f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/swarms/bad",
         {"spec": {"worker": {"securityContext": {"runAsUser": 1000}}}},
-        _content_type="application/merge-patch+json",
+        content_type="application/merge-patch+json",
     )
+    assert answered == 200
     await helpers.eventually(
         lambda: _phase(admin_api, namespace, "e1", "Running"),
         what="the relaunch",

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import events, launch, leadership, records, resources, store as store_
+from agentihooks_swarm import errors, events, launch, leadership, records, resources, store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
@@ -682,3 +682,52 @@ async def test_launch_removal_stops_before_a_write_or_delete_without_the_lease(
     assert await pod_exists(admin_api, attempt)
     stored = await store.read_startup(slug=SLUG, execution="e1")
     assert (stored is not None) is (step == "deleting pod")
+
+
+# --- a refused worker Pod (issue 13) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "permanent"),
+    [
+        ("400", True),
+        ("422", True),
+        ("403", False),
+        ("409", False),
+        ("429", False),
+        ("500", False),
+        ("timeout", False),
+    ],
+)
+async def test_only_a_400_or_422_on_the_pod_is_a_permanent_refusal(
+    admin_api: client.ApiClient,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    fault: str,
+    permanent: bool,
+) -> None:
+    attempt = attempt_for(namespace)
+    if fault == "timeout":
+        fault_proxy.hang(method="POST", path=r".*/pods$", times=None)
+    else:
+        fault_proxy.fail(status=int(fault), method="POST", path=r".*/pods$", times=None)
+    async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
+        with pytest.raises(errors.SwarmError) as raised:
+            await launch.launch(
+                runtime=runtime,
+                attempt=attempt,
+                swarm=swarm_spec(),
+                execution=resources.parse_execution(name="e1", spec={"swarm": SLUG, "project": "allowed"}),
+                notify=events.Collected(),
+            )
+    if permanent:
+        assert isinstance(raised.value, errors.SpecRejected)
+        assert (raised.value.kind, raised.value.name) == ("Pod", attempt.pod_name)
+        assert str(raised.value).startswith(
+            f"The API server refused Pod {namespace}/{attempt.pod_name}: {fault} "
+        )
+    else:
+        assert isinstance(raised.value, errors.ApiError)  # The handler retries it (LaunchFailed).
+    assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)

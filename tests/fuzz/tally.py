@@ -14,6 +14,10 @@ class Tally:
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     checks: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     failures: list[str] = dataclasses.field(default_factory=list)
+    #: Why the API server refused a case in which nothing was planted (the schemas' own edges).
+    unplanted: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    #: Why the API server refused a worker Pod (PodRejected): what the CRDs let through.
+    pods_refused: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
     def check(self, invariant: str, ok: bool, *, case: str, detail: str = "") -> None:
         self.checks[invariant] += 1
@@ -29,6 +33,10 @@ class Tally:
                 *(f"  {name}: {count}" for name, count in sorted(self.violations_planted.items())),
                 "outcomes:",
                 *(f"  {name}: {count}" for name, count in sorted(self.outcomes.items())),
+                "refusals of unplanted cases:",
+                *(f"  {count} x {reason}" for reason, count in self.unplanted.most_common()),
+                "worker Pods the API server refused (PodRejected):",
+                *(f"  {count} x {reason}" for reason, count in self.pods_refused.most_common()),
                 f"invariant checks: {sum(self.checks.values())}",
                 *(f"  {name}: {count}" for name, count in sorted(self.checks.items())),
                 f"invariant failures: {len(self.failures)}",

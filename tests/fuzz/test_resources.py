@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import json
 import os
 import random
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +36,7 @@ from tests.support import builders, schemas
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
-CASES = int(os.environ.get("AGENTIHOOKS_SWARM_FUZZ_CASES") or 40)
+CASES = int(os.environ.get("AGENTIHOOKS_SWARM_FUZZ_CASES") or 150)
 #: Seconds within which every admitted Execution must show a phase and a condition.
 BOUND = 45.0
 #: Seconds an Invalid Execution is watched for writes (a retry would write its progress).
@@ -171,28 +173,42 @@ def generate(*, namespace: str, count: int, seed: int) -> list[Case]:
 
 async def _create(api: client.ApiClient, body: dict[str, Any]) -> str:
     """Create ``body``; return the API server's refusal message, or "" when it was admitted."""
-    try:
-        await helpers.create(api, body)
-    except client.ApiException as e:
-        what = f"{body['kind']} {body['metadata']['name'][:50]}"
-        TALLY.check("a refusal is a 4xx with a message", 400 <= e.status < 500 and bool(e.body), case=what)
-        return f"{e.status}: {e.body!s}"
-    return ""
+    for attempt in range(4):
+        try:
+            await helpers.create(api, body)
+            return ""
+        except client.ApiException as e:
+            if attempt and e.status == 409:  # An earlier try that timed out did create it.
+                return ""
+            if (e.status == 429 or e.status >= 500) and attempt < 3:  # The loaded API server.
+                TALLY.outcomes["create retried after 429/5xx"] += 1
+                await asyncio.sleep(2)
+                continue
+            what = f"{body['kind']} {body['metadata']['name'][:50]}"
+            TALLY.check(
+                "a refusal is a 4xx with a message", 400 <= e.status < 500 and bool(e.body), case=what
+            )
+            return f"{e.status}: {e.body!s}"
+    raise AssertionError("unreachable")
+
+
+#: The condition that explains each answer, first match wins.
+_EXPLAINS = ("Invalid", "SwarmFound", "Launched", "Handed")
 
 
 def _explained(status: dict[str, Any]) -> str:
     """The answer an Execution's status gives (``phase/reason``), or "" if it gives none yet."""
     phase = status.get("phase")
-    conditions = [c for c in status.get("conditions") or [] if c.get("reason") and c.get("message")]
-    if not phase or not conditions:
+    conditions = {
+        c.get("type"): c for c in status.get("conditions") or [] if c.get("reason") and c.get("message")
+    }
+    if not phase:
         return ""
-    if phase == "Running":
-        return (
-            "Running/Handed"
-            if any(c["type"] == "Handed" and c["status"] == "True" for c in conditions)
-            else ""
-        )
-    return f"{phase}/{conditions[-1]['reason']}"
+    for type_ in _EXPLAINS:
+        found = conditions.get(type_)
+        if found is not None and not (type_ == "Invalid" and found["status"] == "False"):
+            return f"{phase}/{found['reason']}"
+    return ""
 
 
 async def _answer(api: client.ApiClient, namespace: str, case: Case, deadline: float) -> None:
@@ -213,7 +229,7 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
     TALLY.seed = seed
     cases = generate(namespace=namespace, count=CASES, seed=seed)
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    gate = asyncio.Semaphore(8)
+    gate = asyncio.Semaphore(4)
 
     async def apply(case: Case) -> None:
         async with gate:
@@ -252,6 +268,8 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
                 bool(refused),
                 case=f"{case.name} ({case.planted})",
             )
+        if refused and case.planted == "none":
+            TALLY.unplanted[_why(refused)] += 1
         if refused:
             TALLY.check(
                 "the refusal names the field",
@@ -262,6 +280,11 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
                 case=case.name,
                 detail=refused[:300],
             )
+    for case in invalid:
+        if case.answer == "Invalid/PodRejected":
+            found = await helpers.execution(admin_api, namespace=namespace, name=case.name)
+            message = next(c["message"] for c in found["status"]["conditions"] if c["type"] == "Invalid")
+            TALLY.pods_refused[f"{case.planted}: {_why(message.partition(': ')[2])}"] += 1
     for case, still in zip(invalid, quiet, strict=True):
         pod = labels.worker_pod_name(execution=case.execution["metadata"]["name"], generation=1)
         TALLY.check(
@@ -275,6 +298,17 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
     TALLY.check("no unexpected error", "Traceback" not in log and "Unexpected error" not in log, case="run")
     TALLY.outcomes["seconds"] = round(time.monotonic() - started)
     assert not TALLY.failures, TALLY.summary()
+
+
+def _why(refused: str) -> str:
+    """The field and rule of a refusal, without the object's name or values."""
+    try:
+        message = str(json.loads(refused.partition(": ")[2]).get("message", refused))
+    except ValueError:
+        message = refused
+    kinds = "Invalid value|Required value|Duplicate value|Unsupported value|Not found"
+    fields = re.findall(rf"(spec\.[\w.\[\]-]+|metadata\.name): ({kinds})", message)
+    return "; ".join(sorted({f"{field} {kind}" for field, kind in fields})) or message[:120]
 
 
 async def _quiet(api: client.ApiClient, namespace: str, case: Case) -> bool:

@@ -3,7 +3,7 @@
 Only the subset the CRDs use: objects with ``properties``/``required``/``additionalProperties``,
 ``min/maxProperties``, arrays (``x-kubernetes-list-type: map`` keeps its keys unique), strings
 with ``pattern``/``minLength``/``maxLength``, bounded integers, booleans,
-``x-kubernetes-int-or-string`` and ``x-kubernetes-preserve-unknown-fields``. CEL rules
+``enum``, ``x-kubernetes-int-or-string`` and ``x-kubernetes-preserve-unknown-fields``. CEL rules
 (``x-kubernetes-validations``) are not generated for: a value that breaks one is refused by the
 API server, which is one of the outcomes the fuzz test accepts (with its message).
 
@@ -54,6 +54,8 @@ def _keys(path: str) -> st.SearchStrategy[str]:
 
 def strategy(schema: Mapping[str, Any], *, path: str = "") -> st.SearchStrategy[Any]:
     """Values valid for ``schema``'s types, patterns and bounds (not for its CEL rules)."""
+    if "enum" in schema:
+        return st.sampled_from(list(schema["enum"]))
     if schema.get("x-kubernetes-int-or-string"):
         low = int(schema.get("minimum", 0))
         return st.integers(min_value=low, max_value=10**6) | _string(schema)

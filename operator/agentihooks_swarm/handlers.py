@@ -125,6 +125,10 @@ async def swarm_changed(
     """
     if type == "DELETED" or namespace is None or not memo.leader.holds():
         return
+    seen: dict[str, str] = memo.setdefault("swarm_stamps", {})
+    key, stamp = f"{namespace}/{body.get('metadata', {}).get('name')}", status_.swarm_stamp(body)
+    if seen.get(key) == stamp:  # Not a new version of its spec: nothing to relaunch for.
+        return
     try:
         nudged = await launch.relaunch_after_swarm_change(
             client=memo.runtime.pods, namespace=namespace, swarm=dict(body)
@@ -132,6 +136,7 @@ async def swarm_changed(
     except errors.ApiError as e:  # The next event, or a restart's listing, tries again.
         logger.warning("Could not relaunch the Executions refused for an older Swarm: %s", e)
         return
+    seen[key] = stamp
     if nudged:
         logger.info("Swarm changed; launching again: %s.", ", ".join(nudged))
 

@@ -114,6 +114,17 @@ VIOLATIONS: dict[str, tuple[Mutation, str]] = {
 }
 
 
+#: The answer (phase/reason prefix) each violation planted for the operator must get.
+OPERATOR_ANSWERS: dict[str, tuple[str, ...]] = {
+    "string task too large": ("Invalid/InvalidSpec",),
+    "object task too large": ("Invalid/InvalidSpec",),
+    "pod security context refused": ("Invalid/PodRejected",),
+    "service account missing": ("Pending/LaunchFailed",),
+    "project outside registration": ("Refused/project_unpermitted", "Done/project_unpermitted"),
+    "swarm missing": ("Pending/SwarmNotFound",),
+}
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -166,6 +177,10 @@ def generate(*, namespace: str, count: int, seed: int) -> list[Case]:
         if execution_spec["project"] not in projects and index % 4:  # Most are permitted.
             projects.append(execution_spec["project"])
         if planted != "none":
+            if VIOLATIONS[planted][1] == "operator":  # On a plain Swarm: no admission refusal masks it.
+                swarm["spec"] = builders.swarm(
+                    name=name, namespace=namespace, projects=[execution_spec["project"]]
+                )["spec"]
             VIOLATIONS[planted][0](swarm, execution)
         cases.append(Case(name=name, swarm=swarm, execution=execution, planted=planted))
     return cases
@@ -261,6 +276,13 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
                 f"a phase and a condition within {BOUND:g}s",
                 bool(case.answer),
                 case=f"{case.name} ({case.planted})",
+            )
+        if where == "operator":
+            TALLY.check(
+                "a planted operator violation gets its answer",
+                case.answer.startswith(OPERATOR_ANSWERS[case.planted]),
+                case=f"{case.name} ({case.planted})",
+                detail=case.answer,
             )
         if where == "admission":
             TALLY.check(

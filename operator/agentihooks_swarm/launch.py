@@ -196,6 +196,8 @@ def _owned_by(obj: dict[str, Any] | None, *, pod: dict[str, Any]) -> bool:
 
 def _quote(e: errors.ApiError) -> str:
     """The API server's answer, as a condition quotes it: status, reason and its own message."""
+    if e.status is None:  # No answer at all: a timeout or a broken connection.
+        return str(e)
     return f"{e.status} {e.reason}: {e.detail or e}".replace(" : ", ": ")
 
 

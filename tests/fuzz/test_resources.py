@@ -39,6 +39,8 @@ from tests.support.fixtures_operator import OperatorFactory
 CASES = int(os.environ.get("AGENTIHOOKS_SWARM_FUZZ_CASES") or 150)
 #: Seconds within which every admitted Execution must show a phase and a condition.
 BOUND = 45.0
+#: Tries of a create the API server answers 429/5xx (a loaded machine): 1+2+4+8+16 s apart.
+CREATE_TRIES = 6
 #: Seconds an Invalid Execution is watched for writes (a retry would write its progress).
 QUIET = 3.0
 
@@ -188,16 +190,16 @@ def generate(*, namespace: str, count: int, seed: int) -> list[Case]:
 
 async def _create(api: client.ApiClient, body: dict[str, Any]) -> str:
     """Create ``body``; return the API server's refusal message, or "" when it was admitted."""
-    for attempt in range(4):
+    for attempt in range(CREATE_TRIES):
         try:
             await helpers.create(api, body)
             return ""
         except client.ApiException as e:
             if attempt and e.status == 409:  # An earlier try that timed out did create it.
                 return ""
-            if (e.status == 429 or e.status >= 500) and attempt < 3:  # The loaded API server.
+            if (e.status == 429 or e.status >= 500) and attempt < CREATE_TRIES - 1:  # The loaded API server.
                 TALLY.outcomes["create retried after 429/5xx"] += 1
-                await asyncio.sleep(2)
+                await asyncio.sleep(2**attempt)
                 continue
             what = f"{body['kind']} {body['metadata']['name'][:50]}"
             TALLY.check(

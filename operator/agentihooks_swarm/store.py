@@ -213,12 +213,17 @@ class AsyncStore:
         client = self.redis
         assert isinstance(client, redis.asyncio.cluster.RedisCluster)
         for attempt in range(_REDIRECTED_TRIES):
-            node = client.get_node_from_key(self._index(slug))
-            if node is None:
-                await client.initialize()
+            await client.initialize()  # Once; a no-op afterwards.
+            try:
                 node = client.get_node_from_key(self._index(slug))
+            except redis.exceptions.SlotNotCoveredError:
+                node = None
             if node is None:
-                raise redis.exceptions.ClusterDownError(f"no node serves the slot of swarm {slug!r}")
+                if attempt == _REDIRECTED_TRIES - 1:
+                    raise redis.exceptions.ClusterDownError(f"no node serves the slot of swarm {slug!r}")
+                await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+                await client.nodes_manager.initialize()
+                continue
             pipe = client.pipeline()
             for command in commands:
                 pipe.execute_command(*command, target_nodes=node)

@@ -337,8 +337,11 @@ class AsyncStore:
     async def retain(self, *, slug: str, retained: records.Retained) -> None:
         """Write the retained record, clear the journal entry and index the execution, atomically.
 
-        One script (all keys in the swarm's slot), durable like the journal saves before it.
+        One script (all keys in the swarm's slot), durable like the journal saves before it. The
+        swarm is listed for the retention sweep first, so a retained record is never unlisted.
         """
+        with _translated():
+            await self.redis.sadd(f"{self.prefix}:swarms", slug)
         await self._pipeline(
             slug=slug,
             commands=[
@@ -356,8 +359,6 @@ class AsyncStore:
             ],
             durable=True,
         )
-        with _translated():
-            await self.redis.sadd(f"{self.prefix}:swarms", slug)
 
     async def read_retained(self, *, slug: str, execution: str) -> records.Retained | None:
         with _translated():

@@ -59,7 +59,7 @@ def _settings(topology: ClusterTopology) -> settings.Settings:
         redis_mode="cluster",
         redis_url=topology.url,
         redis_min_replicas=1,
-        redis_min_replicas_timeout_seconds=0.5,
+        redis_min_replicas_timeout_seconds=1,
         redis_timeout_seconds=1,
     )
 
@@ -171,8 +171,13 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
                 if count >= after:
                     reached.set()
 
-            removed |= await burst.remove(runtime, items, spacing=0.15, done=done)
-            await task
+            try:
+                removed |= await burst.remove(runtime, items, spacing=0.15, done=done)
+                await task
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     people = store_.connect(config)  # The spec's read command, in cluster mode.
 

@@ -115,6 +115,11 @@ class Settings(pydantic.BaseModel):
     def _topology(self) -> Settings:
         if self.redis_mode == "sentinel" and not self.sentinel_addresses:
             raise ValueError(f"{PREFIX}REDIS_MODE=sentinel needs {PREFIX}REDIS_SENTINELS (host:port,...)")
+        if self.redis_min_replicas and self.redis_min_replicas_timeout_seconds >= self.redis_timeout_seconds:
+            raise ValueError(
+                f"{PREFIX}REDIS_MIN_REPLICAS_TIMEOUT_SECONDS must be below {PREFIX}REDIS_TIMEOUT_SECONDS "
+                "(WAIT answers within the first; the client stops reading after the second)"
+            )
         if self.redis_mode != "sentinel" and self.redis_sentinels.strip():
             raise ValueError(f"{PREFIX}REDIS_SENTINELS is set but {PREFIX}REDIS_MODE is not sentinel")
         return self

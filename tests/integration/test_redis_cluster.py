@@ -60,7 +60,7 @@ def _settings(topology: ClusterTopology) -> settings.Settings:
         redis_url=topology.url,
         redis_min_replicas=1,
         redis_min_replicas_timeout_seconds=1,
-        redis_timeout_seconds=1,
+        redis_timeout_seconds=3,
     )
 
 

@@ -48,7 +48,7 @@ def _settings(topology: SentinelTopology, *, min_replicas: int) -> settings.Sett
         redis_sentinels=topology.addresses,
         redis_min_replicas=min_replicas,
         redis_min_replicas_timeout_seconds=1,
-        redis_timeout_seconds=1,
+        redis_timeout_seconds=3,
     )
 
 

@@ -62,6 +62,13 @@ def test_defaults_are_standalone_no_wait_and_thirty_days() -> None:
         ({"AGENTIHOOKS_SWARM_REDIS_MODE": "replicated"}, "AGENTIHOOKS_SWARM_REDIS_MODE='replicated'"),
         ({"AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "-1"}, "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS='-1'"),
         ({"AGENTIHOOKS_SWARM_RETENTION_SECONDS": "0"}, "AGENTIHOOKS_SWARM_RETENTION_SECONDS='0'"),
+        (
+            {
+                "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "1",
+                "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS": "5",
+            },
+            "REDIS_MIN_REPLICAS_TIMEOUT_SECONDS must be below AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS",
+        ),
     ],
 )
 def test_bad_redis_settings_name_the_variable(environ: dict[str, str], message: str) -> None:

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import random
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -26,6 +30,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import launch, metrics, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
 from tests.integration import burst
+from tests.integration.test_redis_cluster import READ_STARTUP
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.redis_sentinel import SentinelTopology
@@ -155,5 +160,21 @@ async def test_kill_the_primary_during_a_burst_of_refusals(
             if s.name.endswith("_total")
         }
         assert waits.get("timeout", 0) > 0 and waits.get("acknowledged", 0) > 0, waits
+        # The spec's read command and the records CLI, verbatim, in sentinel mode.
+        [shown, *_] = [p for p in planted if removed[p.attempt.execution]]
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")},
+            "AGENTIHOOKS_SWARM_REDIS_MODE": "sentinel",
+            "AGENTIHOOKS_SWARM_REDIS_SENTINELS": topology.addresses,
+        }
+        for argv in (
+            ["-c", READ_STARTUP, SLUG, shown.attempt.execution],
+            ["-m", "agentihooks_swarm", "records", "startup", SLUG, shown.attempt.execution],
+        ):
+            done = await asyncio.to_thread(
+                subprocess.run, [sys.executable, *argv], env=env, capture_output=True, text=True, check=False
+            )
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["uid"] == shown.uid
     else:
         assert missing, f"seed {seed}: MIN_REPLICAS=0 with a held-back replica lost nothing"

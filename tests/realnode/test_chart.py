@@ -30,9 +30,6 @@ IMAGE_VALUES = (
     "--set", f"redis.bundled.image.repository={images.REDIS.rsplit(':', 1)[0]}",
     "--set", f"redis.bundled.image.tag={images.REDIS.rsplit(':', 1)[1]}",
     "--set", "redis.bundled.image.pullPolicy=Never",
-    # The real node has no PersistentVolume (nor a provisioner) yet; the bundled Redis's claim
-    # would stay Pending and `helm install --wait` time out. The Redis Pod-deletion test brings one.
-    "--set", "redis.bundled.persistence.enabled=false",
 )  # fmt: skip
 #: The spec's first read command, with this package's module path.
 READ = """

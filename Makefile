@@ -24,9 +24,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv with the package and its test tools
 
 .PHONY: system-deps
-system-deps: ## Install Debian packages the tests use when absent: redis, openssl, the real node's containerd/runc/CNI/nftables, the image tools, promtool (needs root)
+system-deps: ## Install Debian packages the tests use when absent: redis (server, sentinel, cli), openssl, the real node's containerd/runc/CNI/nftables, the image tools, promtool (needs root)
 	@missing=""; \
-	for pair in redis-server:redis-server redis-sentinel:redis-sentinel openssl:openssl containerd:containerd \
+	for pair in redis-server:redis-server redis-sentinel:redis-sentinel redis-cli:redis-tools openssl:openssl containerd:containerd \
 	            runc:runc iptables:iptables nft:nftables mmdebstrap:mmdebstrap buildah:buildah; do \
 	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair##*:}"; \
 	done; \
@@ -87,9 +87,10 @@ run: $(STAMP) ## Run the operator locally against KUBECONFIG (kopf run), e.g. af
 	$(PY) -m agentihooks_swarm run --namespace "$${AGENTIHOOKS_SWARM_NAMESPACE:-default}" --standalone
 
 .PHONY: bench
-bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000; writes docs/benchmarks.md
+bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000 (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m tests.bench
+	$(PY) -m tests.bench.aof --out docs/benchmarks-aof.md
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)

@@ -26,13 +26,14 @@ VIEWS = {
 
 def records(*, view: str, slug: str, execution: str, full: bool) -> int:
     hash_name, focus, what = VIEWS[view]
-    store = store_.connect()
-    key = store.key(slug, hash_name)
     try:
+        store = store_.connect()  # A cluster client reads the slot map here.
+        key = store.key(slug, hash_name)
         raw = store.redis.hget(key, execution)
     except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
         print(
-            f"Cannot read Redis ({type(e).__name__}: {e}). Check AGENTIHOOKS_SWARM_REDIS_URL.",
+            f"Cannot read Redis ({type(e).__name__}: {e}). Check AGENTIHOOKS_SWARM_REDIS_URL "
+            "(and REDIS_MODE, REDIS_SENTINELS).",
             file=sys.stderr,
         )
         return 2

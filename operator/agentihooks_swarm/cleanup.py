@@ -11,7 +11,7 @@ at every step, so the operator may be killed anywhere and a later pass picks up 
 3. A failed log read counts in ``log_reads``; below ``LOG_READS`` the pass fails and the Pod stays;
    at ``LOG_READS`` the Pod is removed with exit reasons only (no ``log`` field).
 4. When every pinned object has an outcome, the removed map moves to ``attempt-retained`` and the
-   journal entry is cleared, in one ``MULTI``/``EXEC``.
+   journal entry is cleared, in one Lua script (atomic; one slot, so legal on a Redis Cluster).
 
 Before each Redis write and each delete, ``guard.check`` proves this replica still leads.
 """

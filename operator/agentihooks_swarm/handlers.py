@@ -24,6 +24,7 @@ from agentihooks_swarm import (
     metrics,
     records,
     resources,
+    retention,
     runtime,
     settings as settings_,
     status as status_,
@@ -79,6 +80,16 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
         logger.info("Leadership %s; kopf peering priority %d.", "gained" if held else "lost", leader.priority)
 
     memo.leader_task = asyncio.create_task(leader.run(on_change=follow), name="leadership")
+    memo.retention_task = asyncio.create_task(
+        retention.run(
+            store=store,
+            guard=leader,
+            metrics=collector,
+            retention_seconds=config.retention_seconds,
+            interval_seconds=config.retention_sweep_interval_seconds,
+        ),
+        name="retention",
+    )
     try:
         await store.ping()
     except errors.StoreUnavailable as e:
@@ -90,6 +101,11 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
 
 @kopf.on.cleanup()
 async def stop(memo: Any, **_: Any) -> None:
+    sweeping: asyncio.Task[None] | None = memo.get("retention_task")
+    if sweeping is not None:
+        sweeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeping
     task: asyncio.Task[None] | None = memo.get("leader_task")
     if task is not None:
         task.cancel()

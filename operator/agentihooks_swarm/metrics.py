@@ -83,6 +83,24 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.replica_waits = prometheus_client.Counter(
+            "agentihooks_swarm_replica_waits",
+            "Evidence writes waited on for REDIS_MIN_REPLICAS replicas (Redis WAIT), by result.",
+            ["result"],  # acknowledged|timeout (timeout: the Pod is kept)
+            registry=self.registry,
+        )
+        self.retention_swept = prometheus_client.Counter(
+            "agentihooks_swarm_retention_swept",
+            "Executions whose records the retention sweep removed.",
+            registry=self.registry,
+        )
+        self.retention_sweeps = prometheus_client.Counter(
+            "agentihooks_swarm_retention_sweeps",
+            "Retention sweeps by result.",
+            ["result"],  # done|failed
+            registry=self.registry,
+        )
+
     def serve(self, *, port: int) -> None:
         """Serve ``/metrics`` on ``port`` from a background thread."""
         prometheus_client.start_http_server(port, registry=self.registry)

@@ -79,7 +79,7 @@ async def open_runtime(
 ) -> AsyncIterator[tuple[launch.Runtime, store.AsyncStore]]:
     api = await api_client()
     try:
-        async with store.open_store(settings) as redis_store:
+        async with store.open_store(settings, metrics=collector) as redis_store:
             yield (
                 launch.Runtime(
                     pods=pods.PodClient(api=api, timeout=settings.api_timeout_seconds),

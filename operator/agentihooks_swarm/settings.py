@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 import pydantic
 
@@ -33,6 +34,40 @@ class Settings(pydantic.BaseModel):
     )
     redis_timeout_seconds: float = pydantic.Field(
         default=5.0, gt=0, description="Connect and command timeout for Redis."
+    )
+    redis_mode: Literal["standalone", "sentinel", "cluster"] = pydantic.Field(
+        default="standalone",
+        description="standalone: REDIS_URL is the server. sentinel: REDIS_SENTINELS find the primary "
+        "named REDIS_SENTINEL_MASTER. cluster: REDIS_URL is any node of a Redis Cluster.",
+    )
+    redis_sentinels: str = pydantic.Field(
+        default="",
+        description="sentinel mode: comma-separated host:port of the Sentinels, e.g. 'a:26379,b:26379'.",
+    )
+    redis_sentinel_master: str = pydantic.Field(
+        default="mymaster", min_length=1, description="sentinel mode: the monitored primary's name."
+    )
+    redis_sentinel_password: str | None = pydantic.Field(
+        default=None, description="sentinel mode: password of the Sentinels themselves (if they have one)."
+    )
+    redis_min_replicas: int = pydantic.Field(
+        default=0,
+        ge=0,
+        description="Replicas that must acknowledge each evidence write (Redis WAIT) before the delete "
+        "that depends on it; 0 trusts the primary alone.",
+    )
+    redis_min_replicas_timeout_seconds: float = pydantic.Field(
+        default=2.0,
+        gt=0,
+        description="How long WAIT waits for REDIS_MIN_REPLICAS; not acknowledged in time keeps the Pod.",
+    )
+    retention_seconds: float = pydantic.Field(
+        default=30 * 24 * 3600.0,
+        gt=0,
+        description="How long an execution's records are kept after its last write (default 30 days).",
+    )
+    retention_sweep_interval_seconds: float = pydantic.Field(
+        default=300.0, gt=0, description="Seconds between the leader's retention sweeps."
     )
     key_prefix: str = pydantic.Field(
         default="agentihooks-swarm",
@@ -76,6 +111,32 @@ class Settings(pydantic.BaseModel):
         default=15.0, ge=5, description="How long a leader's Lease lasts without renewal."
     )
 
+    @pydantic.model_validator(mode="after")
+    def _topology(self) -> Settings:
+        if self.redis_mode == "sentinel" and not self.sentinel_addresses:
+            raise ValueError(f"{PREFIX}REDIS_MODE=sentinel needs {PREFIX}REDIS_SENTINELS (host:port,...)")
+        if self.redis_min_replicas and self.redis_min_replicas_timeout_seconds >= self.redis_timeout_seconds:
+            raise ValueError(
+                f"{PREFIX}REDIS_MIN_REPLICAS_TIMEOUT_SECONDS must be below {PREFIX}REDIS_TIMEOUT_SECONDS "
+                "(WAIT answers within the first; the client stops reading after the second)"
+            )
+        if self.redis_mode != "sentinel" and self.redis_sentinels.strip():
+            raise ValueError(f"{PREFIX}REDIS_SENTINELS is set but {PREFIX}REDIS_MODE is not sentinel")
+        return self
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """``redis_sentinels`` as (host, port) pairs; a port-less entry means 26379."""
+        found: list[tuple[str, int]] = []
+        for item in (part.strip() for part in self.redis_sentinels.split(",")):
+            if not item:
+                continue
+            host, _, port = item.rpartition(":") if ":" in item else (item, "", "26379")
+            if not port.isdigit():
+                raise ValueError(f"{PREFIX}REDIS_SENTINELS entry {item!r} is not host:port")
+            found.append((host.strip("[]"), int(port)))
+        return found
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read every field from ``AGENTIHOOKS_SWARM_<FIELD>``; unknown variables are ignored."""
@@ -90,6 +151,8 @@ class Settings(pydantic.BaseModel):
         except pydantic.ValidationError as e:
             problems = "; ".join(
                 f"{PREFIX}{str(error['loc'][0]).upper()}={error.get('input')!r}: {error['msg']}"
+                if error["loc"]
+                else error["msg"]
                 for error in e.errors()
             )
             raise InvalidSettings(f"Invalid settings: {problems}") from e

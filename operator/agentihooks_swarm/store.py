@@ -12,19 +12,37 @@ Two faces:
 * :func:`open_store` gives the operator's :class:`AsyncStore` (redis-py's asyncio client), whose
   methods are the only Redis operations the operator performs. Connection failures and timeouts
   become :class:`~agentihooks_swarm.errors.StoreUnavailable`.
+
+Both work on a single server, a Sentinel-managed primary and a Redis Cluster (:mod:`topology`).
+
+Durable before delete: with ``REDIS_MIN_REPLICAS`` = n > 0, each evidence write that a delete
+depends on (the launch capture, every journal save, the retained move) is followed on the *same
+connection* by ``WAIT n timeout``. WAIT counts the replicas that have the primary's replication
+stream up to that connection's last write, so the write and the WAIT travel in one pipeline on
+one connection (on a cluster: to the node that owns the swarm's slot). Fewer replicas in time
+raises :class:`~agentihooks_swarm.errors.StoreUnavailable`, which keeps the Pod. Each such write
+includes a command that always reaches the replication stream (the retention index's ``ZADD`` of
+the current time, or an ``HSET``), so the WAIT never passes vacuously on a no-op ``HSETNX``.
+
+Retention: each swarm has a sorted set ``PREFIX:{SLUG}:retention-index`` of execution ids scored
+by the time of their last record write, in the swarm's own slot; ``PREFIX:swarms`` lists the
+slugs. :meth:`AsyncStore.sweep` removes executions whose cleanup finished longer ago than the
+retention, a bounded batch at a time, without ever scanning the keyspace.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final, TypeVar
 
-import redis
-import redis.asyncio
+import redis.asyncio.cluster
 import redis.exceptions
 
-from agentihooks_swarm import errors, records, settings as settings_
+from agentihooks_swarm import errors, metrics as metrics_, records, settings as settings_, topology
 
 _Record = TypeVar("_Record", records.FinalRecord, records.Outcome, records.Journal)
 
@@ -35,6 +53,47 @@ HEARTBEATS: Final = "attempt-heartbeats"
 OUTCOMES: Final = "attempt-outcomes"
 JOURNAL: Final = "cleanup-journal"
 RETAINED: Final = "attempt-retained"
+RETENTION_INDEX: Final = "retention-index"
+#: The hashes the retention sweep removes an execution from (never the journal).
+SWEPT: Final = (STARTUP_DIAGNOSTICS, HANDS, FINALS, HEARTBEATS, OUTCOMES, RETAINED)
+#: Executions one sweep script call looks at, at most.
+SWEEP_BATCH: Final = 200
+
+#: The journal→retained move: one script, so it is atomic, and legal on a cluster (one slot).
+_RETAIN: Final = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+return 1
+"""
+
+#: KEYS: index, journal, retained, then every swept hash. ARGV: cutoff, now, batch.
+#: An execution with a journal entry (cleanup unfinished) or without a retained record (still
+#: running) is kept and looked at again one retention later; its index score moves to now.
+_SWEEP: Final = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local removed, kept = 0, 0
+for _, execution in ipairs(due) do
+  if redis.call('HEXISTS', KEYS[2], execution) == 1 or redis.call('HEXISTS', KEYS[3], execution) == 0 then
+    redis.call('ZADD', KEYS[1], ARGV[2], execution)
+    kept = kept + 1
+  else
+    for i = 3, #KEYS do redis.call('HDEL', KEYS[i], execution) end
+    redis.call('ZREM', KEYS[1], execution)
+    removed = removed + 1
+  end
+end
+return {removed, kept, #due}
+"""
+
+#: Redirections while a slot moves or a cluster fails over: the write is sent again, this often.
+_REDIRECTED_TRIES: Final = 20
+_REDIRECTIONS = (
+    redis.exceptions.MovedError,
+    redis.exceptions.AskError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+)
 
 
 def key(prefix: str, slug: str, name: str) -> str:
@@ -42,24 +101,10 @@ def key(prefix: str, slug: str, name: str) -> str:
     return f"{prefix}:{{{slug}}}:{name}"
 
 
-def _client_options(settings: settings_.Settings) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "decode_responses": True,
-        "socket_timeout": settings.redis_timeout_seconds,
-        "socket_connect_timeout": settings.redis_timeout_seconds,
-        "health_check_interval": 30,
-    }
-    if settings.redis_password is not None:
-        options["password"] = settings.redis_password
-    if settings.redis_ca_file is not None:
-        options["ssl_ca_certs"] = settings.redis_ca_file
-    return options
-
-
 class Store:
     """Synchronous access for people and scripts; see the module docstring."""
 
-    def __init__(self, *, client: redis.Redis, prefix: str) -> None:
+    def __init__(self, *, client: topology.SyncClient, prefix: str) -> None:
         self.redis = client
         self.prefix = prefix
 
@@ -70,8 +115,7 @@ class Store:
 def connect(settings: settings_.Settings | None = None) -> Store:
     """Connect as the controller does, from its ``AGENTIHOOKS_SWARM_*`` environment."""
     settings = settings_.Settings.from_env() if settings is None else settings
-    client = redis.Redis.from_url(settings.redis_url, **_client_options(settings))
-    return Store(client=client, prefix=settings.key_prefix)
+    return Store(client=topology.sync_client(settings), prefix=settings.key_prefix)
 
 
 @contextlib.contextmanager
@@ -87,15 +131,111 @@ def _translated() -> Iterator[None]:
         raise errors.StoreUnavailable(f"Redis refused the command: {refusal}") from e
 
 
-class AsyncStore:
-    """The operator's Redis operations. Every method is one round trip (or one transaction)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Durability:
+    """How many replicas must acknowledge an evidence write, and how long WAIT waits for them."""
 
-    def __init__(self, *, client: redis.asyncio.Redis, prefix: str) -> None:
+    replicas: int = 0
+    timeout_seconds: float = 2.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Swept:
+    """One sweep of one swarm: executions removed, and kept because their cleanup is unfinished."""
+
+    removed: int = 0
+    kept: int = 0
+
+
+class AsyncStore:
+    """The operator's Redis operations. Every method is one round trip (or one pipeline)."""
+
+    def __init__(
+        self,
+        *,
+        client: topology.AsyncClient,
+        prefix: str,
+        durability: Durability | None = None,
+        metrics: metrics_.Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.redis = client
         self.prefix = prefix
+        self.durability = durability or Durability()
+        self.metrics = metrics
+        self._clock = clock
 
     def key(self, slug: str, name: str) -> str:
         return key(self.prefix, slug, name)
+
+    def _index(self, slug: str) -> str:
+        return self.key(slug, RETENTION_INDEX)
+
+    async def _pipeline(self, *, slug: str, commands: Sequence[tuple[Any, ...]], durable: bool) -> list[Any]:
+        """Send ``commands`` (all in the swarm's slot) on one connection, then WAIT when ``durable``.
+
+        Returns the commands' replies (without WAIT's). Raises :class:`errors.StoreUnavailable`
+        when a command fails or fewer than ``durability.replicas`` replicas acknowledged in time.
+        """
+        wait = durable and self.durability.replicas > 0
+        tail: list[tuple[Any, ...]] = (
+            [("WAIT", self.durability.replicas, int(self.durability.timeout_seconds * 1000))] if wait else []
+        )
+        with _translated():
+            if isinstance(self.redis, redis.asyncio.cluster.RedisCluster):
+                replies = await self._cluster_pipeline(slug=slug, commands=[*commands, *tail])
+            else:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for command in [*commands, *tail]:
+                        pipe.execute_command(*command)
+                    replies = await pipe.execute()
+        if wait:
+            acknowledged = int(replies[-1])
+            ok = acknowledged >= self.durability.replicas
+            if self.metrics is not None:
+                self.metrics.replica_waits.labels(result="acknowledged" if ok else "timeout").inc()
+            if not ok:
+                raise errors.StoreUnavailable(
+                    f"Redis: {acknowledged} of {self.durability.replicas} replicas acknowledged the "
+                    f"write within {self.durability.timeout_seconds}s (REDIS_MIN_REPLICAS); it is not "
+                    "durable yet"
+                )
+            replies = replies[:-1]
+        return list(replies)
+
+    async def _cluster_pipeline(self, *, slug: str, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """All commands to the node owning the swarm's slot, on one of its connections.
+
+        redis-py would follow a MOVED/ASK for each command on its own, on another connection, where
+        a WAIT would no longer count this write. So redirections are not followed: the slot map is
+        refreshed and the whole pipeline (idempotent writes) is sent again.
+        """
+        client = self.redis
+        assert isinstance(client, redis.asyncio.cluster.RedisCluster)
+        for attempt in range(_REDIRECTED_TRIES):
+            await client.initialize()  # Once; a no-op afterwards.
+            try:
+                node = client.get_node_from_key(self._index(slug))
+            except redis.exceptions.SlotNotCoveredError:
+                node = None
+            if node is None:
+                if attempt == _REDIRECTED_TRIES - 1:
+                    raise redis.exceptions.ClusterDownError(f"no node serves the slot of swarm {slug!r}")
+                await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+                await client.nodes_manager.initialize()
+                continue
+            pipe = client.pipeline()
+            for command in commands:
+                pipe.execute_command(*command, target_nodes=node)
+            replies = await pipe.execute(raise_on_error=False, allow_redirections=False)
+            failed = [r for r in replies if isinstance(r, Exception)]
+            if not failed:
+                return list(replies)
+            if not isinstance(failed[0], _REDIRECTIONS) or attempt == _REDIRECTED_TRIES - 1:
+                raise failed[0]
+            await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+            await client.nodes_manager.initialize()
+        raise AssertionError("unreachable")
 
     async def _write_once(self, name: str, field: str, record: _Record) -> _Record:
         """``HSETNX`` a record; return the stored one: ours (one round trip) or the earlier one."""
@@ -116,12 +256,19 @@ class AsyncStore:
     # --- launch ---------------------------------------------------------------------------------
 
     async def record_startup(self, *, slug: str, execution: str, record: records.StartupRecord) -> bool:
-        """``HSETNX`` a launch capture: True if stored now, False if an earlier capture is kept."""
-        with _translated():
-            written = await self.redis.hsetnx(
-                self.key(slug, STARTUP_DIAGNOSTICS), execution, records.dump(record)
-            )
-        return bool(written)
+        """``HSETNX`` a launch capture: True if stored now, False if an earlier capture is kept.
+
+        Durable (see the module docstring) before the delete that depends on it.
+        """
+        replies = await self._pipeline(
+            slug=slug,
+            commands=[
+                ("HSETNX", self.key(slug, STARTUP_DIAGNOSTICS), execution, records.dump(record)),
+                ("ZADD", self._index(slug), self._clock(), execution),
+            ],
+            durable=True,
+        )
+        return bool(replies[0])
 
     async def read_startup(self, *, slug: str, execution: str) -> records.StartupRecord | None:
         with _translated():
@@ -129,8 +276,14 @@ class AsyncStore:
         return None if raw is None else records.load(records.StartupRecord, raw)
 
     async def save_hand(self, *, slug: str, execution: str, hand: records.HandResult) -> None:
-        with _translated():
-            await self.redis.hset(self.key(slug, HANDS), execution, records.dump(hand))
+        await self._pipeline(
+            slug=slug,
+            commands=[
+                ("HSET", self.key(slug, HANDS), execution, records.dump(hand)),
+                ("ZADD", self._index(slug), self._clock(), execution),
+            ],
+            durable=False,
+        )
 
     async def read_hand(self, *, slug: str, execution: str) -> records.HandResult | None:
         with _translated():
@@ -174,28 +327,83 @@ class AsyncStore:
         return None if raw is None else records.load(records.Journal, raw)
 
     async def save_journal(self, *, slug: str, journal: records.Journal) -> None:
-        with _translated():
-            await self.redis.hset(self.key(slug, JOURNAL), journal.execution, records.dump(journal))
+        """``HSET`` the journal entry (its capture, ``sent``, outcomes); durable before any delete."""
+        await self._pipeline(
+            slug=slug,
+            commands=[("HSET", self.key(slug, JOURNAL), journal.execution, records.dump(journal))],
+            durable=True,
+        )
 
     async def retain(self, *, slug: str, retained: records.Retained) -> None:
-        """Write the retained record and clear the journal entry in one ``MULTI``/``EXEC``."""
+        """Write the retained record, clear the journal entry and index the execution, atomically.
+
+        One script (all keys in the swarm's slot), durable like the journal saves before it. The
+        swarm is listed for the retention sweep first, so a retained record is never unlisted.
+        """
         with _translated():
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(self.key(slug, RETAINED), retained.execution, records.dump(retained))
-                pipe.hdel(self.key(slug, JOURNAL), retained.execution)
-                await pipe.execute()
+            await self.redis.sadd(f"{self.prefix}:swarms", slug)
+        await self._pipeline(
+            slug=slug,
+            commands=[
+                (
+                    "EVAL",
+                    _RETAIN,
+                    3,
+                    self.key(slug, RETAINED),
+                    self.key(slug, JOURNAL),
+                    self._index(slug),
+                    retained.execution,
+                    records.dump(retained),
+                    self._clock(),
+                )
+            ],
+            durable=True,
+        )
 
     async def read_retained(self, *, slug: str, execution: str) -> records.Retained | None:
         with _translated():
             raw = await self.redis.hget(self.key(slug, RETAINED), execution)
         return None if raw is None else records.load(records.Retained, raw)
 
+    # --- retention --------------------------------------------------------------------------------
+
+    async def swarms(self) -> list[str]:
+        """Every swarm that ever retained a record (``PREFIX:swarms``)."""
+        with _translated():
+            found = await self.redis.smembers(f"{self.prefix}:swarms")
+        return sorted(str(slug) for slug in found)
+
+    async def sweep(self, *, slug: str, retention_seconds: float, batch: int = SWEEP_BATCH) -> Swept:
+        """Remove at most ``batch`` executions of ``slug`` whose last write is older than the retention."""
+        now = self._clock()
+        # The script reads KEYS[2] (journal) and KEYS[3] (retained) and removes from KEYS[3:].
+        keys = [
+            self._index(slug),
+            self.key(slug, JOURNAL),
+            self.key(slug, RETAINED),
+            *(self.key(slug, name) for name in SWEPT if name != RETAINED),
+        ]
+        with _translated():
+            removed, kept, _ = await self.redis.eval(
+                _SWEEP, len(keys), *keys, now - retention_seconds, now, batch
+            )
+        return Swept(removed=int(removed), kept=int(kept))
+
 
 @contextlib.asynccontextmanager
-async def open_store(settings: settings_.Settings) -> AsyncIterator[AsyncStore]:
+async def open_store(
+    settings: settings_.Settings, *, metrics: metrics_.Metrics | None = None
+) -> AsyncIterator[AsyncStore]:
     """The operator's store for the lifetime of the ``async with`` block."""
-    client = redis.asyncio.Redis.from_url(settings.redis_url, **_client_options(settings))
-    store = AsyncStore(client=client, prefix=settings.key_prefix)
+    store = AsyncStore(
+        client=topology.async_client(settings),
+        prefix=settings.key_prefix,
+        durability=Durability(
+            replicas=settings.redis_min_replicas,
+            timeout_seconds=settings.redis_min_replicas_timeout_seconds,
+        ),
+        metrics=metrics,
+    )
     try:
         yield store
     finally:

@@ -8,6 +8,7 @@ returns the parsed objects; an invalid values set returns helm's error instead.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -88,11 +89,29 @@ class Chart:
             raise RenderError(done.stderr)
         return Rendered([o for o in yaml.safe_load_all(done.stdout) if o])
 
-    def notes(self, values: Mapping[str, Any] | None = None) -> str:
-        """NOTES.txt as `helm install --dry-run=client` prints it."""
-        done = self._run("install", RELEASE, str(CHART_DIR), "--dry-run=client", values=values)
+    def notes(self, values: Mapping[str, Any] | None = None, *, is_upgrade: bool = False) -> str:
+        """NOTES.txt as `helm install --dry-run=client` prints it, or as an upgrade would.
+
+        helm prints NOTES only for an install or a real upgrade; for ``is_upgrade`` a copy of the
+        chart renders NOTES.txt into a ConfigMap with ``helm template --is-upgrade`` instead.
+        """
+        if not is_upgrade:
+            done = self._run("install", RELEASE, str(CHART_DIR), "--dry-run=client", values=values)
+            assert done.returncode == 0, done.stderr
+            return done.stdout.split("NOTES:", 1)[1]
+        copy = self.workdir / "chart-copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(CHART_DIR, copy)
+        (copy / "notes.txt").write_text((CHART_DIR / "templates" / "NOTES.txt").read_text())
+        (copy / "templates" / "zz-notes.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: |\n"
+            '{{ tpl (.Files.Get "notes.txt") . | indent 4 }}\n'
+        )
+        args = ("template", RELEASE, str(copy), "--is-upgrade", "--show-only", "templates/zz-notes.yaml")
+        done = self._run(*args, values=values)
         assert done.returncode == 0, done.stderr
-        return done.stdout.split("NOTES:", 1)[1]
+        notes: str = yaml.safe_load(done.stdout)["data"]["notes"]
+        return notes
 
     def lint(self, values: Mapping[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
         return self._run("lint", "--strict", str(CHART_DIR), values=values)

@@ -90,7 +90,7 @@ def test_default_objects(chart: Chart) -> None:
         ("KopfPeering", "rel"),
         ("Secret", "rel-redis"),
         ("Service", "rel-redis"),
-        ("Deployment", "rel-redis"),
+        ("StatefulSet", "rel-redis"),
     }
     namespaced = [o for o in rendered.objects if o["kind"] not in ("ClusterRole", "ClusterRoleBinding")]
     assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE}
@@ -127,6 +127,10 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_REDIS_URL",
         "AGENTIHOOKS_SWARM_REDIS_PASSWORD",
         "AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS",
+        "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS",
+        "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS",
+        "AGENTIHOOKS_SWARM_RETENTION_SECONDS",
+        "AGENTIHOOKS_SWARM_RETENTION_SWEEP_INTERVAL_SECONDS",
         "AGENTIHOOKS_SWARM_KEY_PREFIX",
         "AGENTIHOOKS_SWARM_NAMESPACE",
         "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS",
@@ -154,6 +158,11 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
     assert parsed.metrics_port == 9090
     assert parsed.key_prefix == "agentihooks-swarm"
     assert parsed.startup_deadline_seconds == 600
+    assert (parsed.redis_mode, parsed.redis_min_replicas, parsed.retention_seconds) == (
+        "standalone",
+        0,
+        2592000,
+    )
 
 
 def _keys(tree: Any, prefix: str = "") -> set[str]:
@@ -186,14 +195,14 @@ def test_log_limits_and_log_reads_have_no_setting(chart: Chart) -> None:
 
 @pytest.mark.parametrize("component", ["controller", "redis"])
 def test_pods_meet_pod_security_restricted(chart: Chart, component: str) -> None:
-    deployment = chart.render().one("Deployment", f"{RELEASE}-{component}")
-    spec = pod_spec(deployment)
+    kind = "StatefulSet" if component == "redis" else "Deployment"
+    spec = pod_spec(chart.render().one(kind, f"{RELEASE}-{component}"))
     pod = spec["securityContext"]
     assert pod["runAsNonRoot"] is True
     assert pod["runAsUser"] != 0
     assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
     assert not {"hostNetwork", "hostPID", "hostIPC"} & set(spec)
-    for volume in spec["volumes"]:
+    for volume in spec.get("volumes", []):
         assert set(volume) - {"name"} <= {"emptyDir", "secret", "configMap", "projected"}, volume
     for container in spec["containers"]:
         sc = container["securityContext"]
@@ -211,20 +220,121 @@ def test_pods_meet_pod_security_restricted(chart: Chart, component: str) -> None
         assert spec["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
 
 
+def _redis_args(statefulset: Object) -> dict[str, str]:
+    args: list[str] = pod_spec(statefulset)["containers"][0]["args"]
+    return dict(zip(args[::2], args[1::2], strict=True))
+
+
 def test_bundled_redis(chart: Chart) -> None:
     rendered = chart.render()
-    redis = pod_spec(rendered.one("Deployment", "rel-redis"))
+    statefulset = rendered.one("StatefulSet", "rel-redis")
+    redis = pod_spec(statefulset)
     (container,) = redis["containers"]
     assert container["image"] == "redis:7-alpine"
     assert container["command"] == ["redis-server"]
-    assert container["args"][container["args"].index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
-    assert redis["volumes"] == [{"name": "data", "emptyDir": {}}]
+    assert _redis_args(statefulset) == {
+        "--dir": "/data",
+        "--appendonly": "yes",
+        "--appendfsync": "always",
+        "--save": "",
+        "--maxmemory-policy": "noeviction",
+        "--maxmemory": "200mb",
+        "--requirepass": "$(REDIS_PASSWORD)",
+    }
+    assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+    assert "volumes" not in redis  # The data volume is the claim below, not an emptyDir.
+    assert statefulset["spec"]["replicas"] == 1
+    assert statefulset["spec"]["serviceName"] == "rel-redis"
+    assert statefulset["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+    (claim,) = statefulset["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     assert redis["automountServiceAccountToken"] is False
     assert set(rendered.one("Secret", "rel-redis")["data"]) == {"password"}
     service = rendered.one("Service", "rel-redis")
     assert service["spec"]["ports"] == [
         {"name": "redis", "port": 6379, "targetPort": "redis", "protocol": "TCP"}
     ]
+
+
+@pytest.mark.parametrize(("storage_class", "expected"), [("fast-ssd", "fast-ssd"), ("-", "")])
+def test_bundled_redis_claim_size_and_storage_class(chart: Chart, storage_class: str, expected: str) -> None:
+    persistence = {"size": "20Gi", "storageClass": storage_class}
+    bundled = {"persistence": persistence, "appendFsync": "everysec", "maxmemory": ""}
+    statefulset = chart.render({"redis": {"bundled": bundled}}).one("StatefulSet", "rel-redis")
+    (claim,) = statefulset["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == expected
+    assert claim["spec"]["resources"] == {"requests": {"storage": "20Gi"}}
+    args = _redis_args(statefulset)
+    assert (args["--appendfsync"], args["--maxmemory-policy"], "--maxmemory" in args) == (
+        "everysec",
+        "noeviction",
+        False,
+    )
+
+
+def test_bundled_redis_without_persistence_uses_an_empty_dir(chart: Chart) -> None:
+    values = {"redis": {"bundled": {"persistence": {"enabled": False}}}}
+    statefulset = chart.render(values).one("StatefulSet", "rel-redis")
+    assert "volumeClaimTemplates" not in statefulset["spec"]
+    assert "persistentVolumeClaimRetentionPolicy" not in statefulset["spec"]
+    assert pod_spec(statefulset)["volumes"] == [{"name": "data", "emptyDir": {}}]
+    assert "loses every record when its Pod is rescheduled" in chart.notes(values)
+
+
+def test_external_sentinel_sets_the_sentinel_mode(chart: Chart) -> None:
+    external = {
+        "topology": "sentinel",
+        "sentinel": {
+            "addresses": ["sentinel-0.redis:26379", "sentinel-1.redis:26379"],
+            "masterName": "evidence",
+            "passwordSecret": {"name": "sentinel-auth", "key": "pw"},
+        },
+        "passwordSecret": {"name": "redis-auth", "key": "pw"},
+    }
+    values = {"redis": {"mode": "external", "minReplicas": 1, "external": external}}
+    rendered = chart.render(values)
+    env = rendered.env()
+    assert "AGENTIHOOKS_SWARM_REDIS_URL" not in env
+    plain = {name: e["value"] for name, e in env.items() if "value" in e}
+    assert env["AGENTIHOOKS_SWARM_REDIS_SENTINEL_PASSWORD"]["valueFrom"] == {
+        "secretKeyRef": {"name": "sentinel-auth", "key": "pw"}
+    }
+    parsed = settings.Settings.from_env(plain)
+    assert parsed.redis_mode == "sentinel"
+    assert parsed.sentinel_addresses == [("sentinel-0.redis", 26379), ("sentinel-1.redis", 26379)]
+    assert (parsed.redis_sentinel_master, parsed.redis_min_replicas) == ("evidence", 1)
+    assert rendered.find("StatefulSet", "rel-redis") is None
+    assert "External Redis, sentinel (primary evidence)." in chart.notes(values)
+
+
+def test_external_cluster_sets_the_cluster_mode_and_warns_without_min_replicas(chart: Chart) -> None:
+    values = {
+        "redis": {"mode": "external", "external": {"topology": "cluster", "url": "redis://node-0:6379/0"}}
+    }
+    env = chart.render(values).env()
+    assert (env["AGENTIHOOKS_SWARM_REDIS_MODE"]["value"], env["AGENTIHOOKS_SWARM_REDIS_URL"]["value"]) == (
+        "cluster",
+        "redis://node-0:6379/0",
+    )
+    assert "redis.minReplicas is 0 with a cluster Redis" in chart.notes(values)
+
+
+def test_notes_explain_the_upgrade_from_the_redis_deployment(chart: Chart) -> None:
+    install = chart.notes()
+    assert "keeps its data on the PersistentVolumeClaim\ndata-rel-redis-0" in install
+    assert "Upgrading from a chart version" not in install
+    upgrade = chart.notes(is_upgrade=True)
+    for step in (
+        "kubectl -n ns annotate deployment/rel-redis helm.sh/resource-policy=keep",
+        '--no-auth-warning REPLICAOF "$1" 6379\' - "$OLD"',
+        "--no-auth-warning REPLICAOF NO ONE'",
+        "kubectl -n ns delete deployment/rel-redis",
+    ):
+        assert step in upgrade, step
 
 
 def test_default_rbac_is_exactly_what_the_operator_uses(chart: Chart) -> None:
@@ -383,6 +493,17 @@ def test_image_values(chart: Chart) -> None:
         ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
         ({"watch": {"allNamespaces": "true"}}, "/watch/allNamespaces"),
         ({"redis": {"external": {"url": "http://redis:6379"}}}, "/redis/external/url"),
+        ({"redis": {"external": {"topology": "replicated"}}}, "/redis/external/topology"),
+        ({"redis": {"external": {"topology": "sentinel"}}}, "/redis/external"),
+        (
+            {"redis": {"external": {"sentinel": {"addresses": ["a,b:1"]}}}},
+            "/redis/external/sentinel/addresses",
+        ),
+        ({"redis": {"minReplicas": -1}}, "/redis/minReplicas"),
+        ({"redis": {"retention": {"seconds": 0}}}, "/redis/retention/seconds"),
+        ({"redis": {"bundled": {"appendFsync": "sometimes"}}}, "/redis/bundled/appendFsync"),
+        ({"redis": {"bundled": {"persistence": {"size": "lots"}}}}, "/redis/bundled/persistence/size"),
+        ({"redis": {"bundled": {"maxmemoryPolicy": "allkeys-lru"}}}, "/redis/bundled"),
     ],
 )
 def test_schema_rejects_wrong_values(chart: Chart, values: dict[str, Any], where: str) -> None:

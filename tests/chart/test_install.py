@@ -97,8 +97,25 @@ def test_helm_install_into_a_restricted_namespace(
         assert {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]} in role["rules"]
         _get(control_plane, f"/apis/kopf.dev/v1/namespaces/{namespace}/kopfpeerings/{RELEASE}")
 
-        # Pod Security `restricted` admits the Pods of both Deployments.
-        for component in ("controller", "redis"):
+        # Pod Security `restricted` admits the bundled Redis's Pod: the test control plane runs no
+        # StatefulSet controller, so the Pod its template makes is created with a server dry run.
+        statefulset = _get(
+            control_plane, f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{RELEASE}-redis"
+        )
+        template = statefulset["spec"]["template"]
+        [claim] = statefulset["spec"]["volumeClaimTemplates"]
+        volume = {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{RELEASE}-redis-0"}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{RELEASE}-redis-0", "labels": template["metadata"]["labels"]},
+            "spec": {**template["spec"], "volumes": [*template["spec"].get("volumes", []), volume]},
+        }
+        assert claim["metadata"]["name"] == "data"
+        control_plane.request_json("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)
+
+        # Pod Security `restricted` admits the controller's Pods.
+        for component in ("controller",):
             selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
             deadline = time.monotonic() + 60
             while not _get(control_plane, f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")[

@@ -88,7 +88,7 @@ REFUSED_COMMAND = {
     "record-write": "hsetnx",
     "journal-pin": "hsetnx",
     "journal-save": "hset",
-    "retained-move": "exec",
+    "retained-move": "eval",
 }
 
 

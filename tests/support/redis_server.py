@@ -281,6 +281,18 @@ class RedisServer:
             self._frozen = False
             self._wait_port_closed(timeout=timeout)
 
+    def kill(self, *, timeout: float = 10.0) -> None:
+        """SIGKILL the server: a crash, no shutdown and no last write. :meth:`start` brings it back."""
+        with self._lock:
+            self._cancel_thaw_timer()
+            process = self._process
+            self._process = None
+            if process is None:
+                return
+            self._kill(process)
+            self._frozen = False
+            self._wait_port_closed(timeout=timeout)
+
     def restart(self) -> None:
         self.stop()
         self.start()

@@ -102,7 +102,22 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
       name: {{ include "agentihooks-swarm.redisName" . }}
       key: password
 {{- else }}
-{{- if $redis.external.urlSecret.name }}
+{{- $topology := $redis.external.topology | default "standalone" }}
+- name: AGENTIHOOKS_SWARM_REDIS_MODE
+  value: {{ $topology | quote }}
+{{- if eq $topology "sentinel" }}
+- name: AGENTIHOOKS_SWARM_REDIS_SENTINELS
+  value: {{ required "redis.external.topology=sentinel needs redis.external.sentinel.addresses" (join "," $redis.external.sentinel.addresses) | quote }}
+- name: AGENTIHOOKS_SWARM_REDIS_SENTINEL_MASTER
+  value: {{ $redis.external.sentinel.masterName | quote }}
+{{- if $redis.external.sentinel.passwordSecret.name }}
+- name: AGENTIHOOKS_SWARM_REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $redis.external.sentinel.passwordSecret.name }}
+      key: {{ $redis.external.sentinel.passwordSecret.key }}
+{{- end }}
+{{- else if $redis.external.urlSecret.name }}
 - name: AGENTIHOOKS_SWARM_REDIS_URL
   valueFrom:
     secretKeyRef:
@@ -126,6 +141,14 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
 {{- end }}
 - name: AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS
   value: {{ $redis.timeoutSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS
+  value: {{ $redis.minReplicas | quote }}
+- name: AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS
+  value: {{ $redis.minReplicasTimeoutSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_RETENTION_SECONDS
+  value: {{ $redis.retention.seconds | quote }}
+- name: AGENTIHOOKS_SWARM_RETENTION_SWEEP_INTERVAL_SECONDS
+  value: {{ $redis.retention.sweepIntervalSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_KEY_PREFIX
   value: {{ $redis.keyPrefix | quote }}
 {{- if not .Values.watch.allNamespaces }}

@@ -1,0 +1,56 @@
+"""Retention with the operator running: the leader's sweep removes a finished execution's records
+once they are older than ``AGENTIHOOKS_SWARM_RETENTION_SECONDS`` (seconds here), and not before."""
+
+from __future__ import annotations
+
+import time
+
+import redis.asyncio
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import store as store_
+from tests.e2e import helpers
+from tests.e2e.test_cleanup_flow import PREFIX, SLUG, key, start_failing_worker, wait_done
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+
+RETENTION = 6.0
+
+
+async def test_the_leader_sweeps_a_finished_execution_after_the_retention(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    process = operator(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        env={
+            "AGENTIHOOKS_SWARM_RETENTION_SECONDS": str(RETENTION),
+            "AGENTIHOOKS_SWARM_RETENTION_SWEEP_INTERVAL_SECONDS": "1",
+        },
+    )
+    await start_failing_worker(admin_api, control_plane, namespace=namespace, execution="swept")
+    await wait_done(admin_api, namespace, "swept", process)
+    names = [*store_.SWEPT, store_.JOURNAL]
+    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    try:
+
+        async def held() -> set[str]:
+            return {name for name in names if await connection.hexists(key(name), "swept")}
+
+        assert {store_.RETAINED, store_.FINALS, store_.HANDS, store_.OUTCOMES} <= await held()
+        assert await connection.smembers(f"{PREFIX}:swarms") == {SLUG}
+        written = await connection.zscore(key(store_.RETENTION_INDEX), "swept")  # Its last write.
+        assert written is not None
+
+        async def swept() -> bool:
+            return not await held()
+
+        await helpers.eventually(swept, what="the sweep", operator=process, timeout=RETENTION + 30)
+        assert time.time() - written >= RETENTION, "swept before the retention ran out"
+        assert await connection.zcard(key(store_.RETENTION_INDEX)) == 0
+    finally:
+        await connection.aclose()

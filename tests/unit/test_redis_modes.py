@@ -1,0 +1,96 @@
+"""Redis mode settings and the client each mode builds (no server contacted), key slots."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+from redis.crc import key_slot
+
+from agentihooks_swarm import settings, store, topology
+
+
+def test_sentinel_mode_reads_its_variables() -> None:
+    loaded = settings.Settings.from_env(
+        {
+            "AGENTIHOOKS_SWARM_REDIS_MODE": "sentinel",
+            "AGENTIHOOKS_SWARM_REDIS_SENTINELS": "sentinel-0.redis:26379, sentinel-1.redis ,[::1]:26380",
+            "AGENTIHOOKS_SWARM_REDIS_SENTINEL_MASTER": "evidence",
+            "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "1",
+            "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS": "0.5",
+            "AGENTIHOOKS_SWARM_RETENTION_SECONDS": "86400",
+        }
+    )
+    assert loaded.sentinel_addresses == [
+        ("sentinel-0.redis", 26379),
+        ("sentinel-1.redis", 26379),
+        ("::1", 26380),
+    ]
+    assert (loaded.redis_sentinel_master, loaded.redis_min_replicas, loaded.retention_seconds) == (
+        "evidence",
+        1,
+        86400,
+    )
+
+
+def test_defaults_are_standalone_no_wait_and_thirty_days() -> None:
+    loaded = settings.Settings.from_env({})
+    assert (loaded.redis_mode, loaded.redis_min_replicas, loaded.retention_seconds) == (
+        "standalone",
+        0,
+        30 * 24 * 3600,
+    )
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"AGENTIHOOKS_SWARM_REDIS_MODE": "sentinel"},
+            "REDIS_MODE=sentinel needs AGENTIHOOKS_SWARM_REDIS_SENTINELS",
+        ),
+        (
+            {"AGENTIHOOKS_SWARM_REDIS_SENTINELS": "a:1"},
+            "REDIS_SENTINELS is set but AGENTIHOOKS_SWARM_REDIS_MODE",
+        ),
+        (
+            {"AGENTIHOOKS_SWARM_REDIS_MODE": "sentinel", "AGENTIHOOKS_SWARM_REDIS_SENTINELS": "a:b"},
+            "entry 'a:b' is not host:port",
+        ),
+        ({"AGENTIHOOKS_SWARM_REDIS_MODE": "replicated"}, "AGENTIHOOKS_SWARM_REDIS_MODE='replicated'"),
+        ({"AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "-1"}, "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS='-1'"),
+        ({"AGENTIHOOKS_SWARM_RETENTION_SECONDS": "0"}, "AGENTIHOOKS_SWARM_RETENTION_SECONDS='0'"),
+        (
+            {
+                "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "1",
+                "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS": "5",
+            },
+            "REDIS_MIN_REPLICAS_TIMEOUT_SECONDS must be below AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS",
+        ),
+    ],
+)
+def test_bad_redis_settings_name_the_variable(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(settings.InvalidSettings, match=message):
+        settings.Settings.from_env(environ)
+
+
+def test_each_mode_gets_redis_py_own_client() -> None:
+    standalone = settings.Settings()
+    sentinel = settings.Settings(redis_mode="sentinel", redis_sentinels="127.0.0.1:1")
+    cluster = settings.Settings(redis_mode="cluster", redis_url="redis://127.0.0.1:1/0")
+    assert type(topology.sync_client(standalone)) is redis.Redis
+    assert type(topology.async_client(standalone)) is redis.asyncio.Redis
+    people, operator = topology.sync_client(sentinel), topology.async_client(sentinel)
+    assert isinstance(people, redis.Redis) and isinstance(operator, redis.asyncio.Redis)
+    assert type(people.connection_pool).__name__ == "SentinelConnectionPool"
+    assert type(operator.connection_pool).__name__ == "SentinelConnectionPool"
+    assert isinstance(topology.async_client(cluster), redis.asyncio.cluster.RedisCluster)
+
+
+def test_every_hash_of_a_swarm_and_its_retention_index_share_one_slot() -> None:
+    names = [*store.SWEPT, store.JOURNAL, store.RETENTION_INDEX]
+    slots = {key_slot(store.key("agentihooks-swarm", "demo", name).encode()) for name in names}
+    assert len(slots) == 1
+    assert store.JOURNAL not in store.SWEPT

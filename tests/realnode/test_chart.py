@@ -94,6 +94,14 @@ def lease_holder_pod(plane: ControlPlane, *, namespace: str, release: str) -> st
         time.sleep(0.5)
 
 
+def redis_pods(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    """The bundled Redis's Pods (the chart's component label)."""
+    selector = "app.kubernetes.io/component=redis"
+    listed = run(plane, "kubectl", "get", "pods", "-n", namespace, "-l", selector, "-o", "json")
+    items: list[dict[str, Any]] = json.loads(listed)["items"]
+    return items
+
+
 def read_record(
     plane: ControlPlane, *, namespace: str, release: str, slug: str, name: str, execution: str
 ) -> Any:
@@ -294,3 +302,67 @@ def test_two_replicas_in_cluster_survive_the_leader_pod_being_killed(
         assert container["terminated"]["exitCode"] == 78
         assert container["log"].rstrip().endswith(f"worker startup refused: {execution}")
     assert evidence["_count"] <= count
+
+
+@pytest.mark.pod_security("restricted")
+def test_records_survive_the_bundled_redis_pod_being_deleted(
+    control_plane: ControlPlane, namespace: str, swarm_crds: list[str]
+) -> None:
+    """Issue 10: the bundled Redis keeps its data on a PersistentVolumeClaim (AOF, fsync always),
+    so deleting its Pod loses no record; read with the spec's commands before and after."""
+    from tests.realnode.test_node import pod as busybox_pod
+
+    release, slug = "keep", "keep"
+    install(control_plane, namespace=namespace, release=release)
+    executions = [f"keep-{i}" for i in range(3)]
+    for execution in executions:
+        worker = busybox_pod("w", f"echo 'worker startup refused: {execution}'; exit 78")
+        worker["metadata"] = {
+            "name": f"swarm-worker-{execution}-1",
+            "labels": {
+                "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{slug}",
+                "swarm.agentihooks.io/execution-id": execution,
+                "swarm.agentihooks.io/generation": "1",
+            },
+        }
+        manifest(control_plane, namespace, worker)
+    for execution in executions:
+        run(control_plane, "kubectl", "wait", "-n", namespace, "--for=jsonpath={.status.phase}=Failed",
+            f"pod/swarm-worker-{execution}-1", "--timeout=90s")  # fmt: skip
+    manifest(control_plane, namespace, {
+        "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Swarm", "metadata": {"name": slug},
+        "spec": {"registration": {"projects": ["registered"]}, "worker": {"image": images.BUSYBOX}},
+    })  # fmt: skip
+    for execution in executions:
+        manifest(control_plane, namespace, {
+            "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Execution",
+            "metadata": {"name": execution},
+            "spec": {"swarm": slug, "project": "outside", "task": {"n": execution}},
+        })  # fmt: skip
+    for execution in executions:
+        run(control_plane, "kubectl", "wait", "-n", namespace, "--for=jsonpath={.status.phase}=Done",
+            f"execution/{execution}", "--timeout=120s")  # fmt: skip
+
+    def records() -> dict[tuple[str, str], Any]:
+        return {
+            (execution, name): read_record(
+                control_plane, namespace=namespace, release=release, slug=slug, name=name, execution=execution
+            )
+            for execution in executions
+            for name in ("attempt-startup-diagnostics", "attempt-retained")
+        }
+
+    before = records()
+    assert all(value is not None for value in before.values()), before
+    [old] = [p["metadata"] for p in redis_pods(control_plane, namespace)]
+    run(control_plane, "kubectl", "delete", "pod", old["name"], "-n", namespace, "--wait=true")
+    deadline = time.monotonic() + 120
+    while not [
+        p
+        for p in redis_pods(control_plane, namespace)
+        if p["metadata"]["uid"] != old["uid"]
+        and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    ]:
+        assert time.monotonic() < deadline, "the bundled Redis did not come back Ready in 120s"
+        time.sleep(1)
+    assert records() == before

@@ -85,15 +85,18 @@ class _Pass:
             return "replaced"
         if not labels.matches(metadata.get("labels"), self.attempt.labels):
             return "unselected"
-        if kind == "pod" and self.runtime.capture and entry.startup is None and diagnostics.is_refused(found):
+        captured = kind == "pod" and entry.startup is None and diagnostics.is_refused(found)
+        if captured:
             entry.startup = await self.capture(entry, found)
-            await self.save(before="saving the capture")
         if metadata.get("deletionTimestamp"):
+            if captured:
+                await self.save(before="saving the capture")
             if entry.sent:
                 return "deleted"  # Our delete is under way: it is never sent twice for a UID.
             raise PassFailed(f"{kind} {entry.name} is being deleted by someone else; waiting for it to go")
+        # The capture and ``sent`` in one write, before the delete (the spec: saved, then sent).
         entry.sent = True
-        await self.save(before="recording the delete as sent")
+        await self.save(before="saving the capture and recording the delete as sent")
         self.guard.check(before=f"deleting {kind} {entry.name}")
         try:
             await delete(namespace=namespace, name=entry.name, uid=entry.uid)
@@ -118,7 +121,7 @@ class _Pass:
     ) -> records.StartupCapture | None:
         metrics = self.runtime.metrics
         try:
-            capture = await diagnostics.startup(pod, self.runtime.pods)
+            capture = await self.runtime.startup(pod, self.runtime.pods)
         except (errors.ApiRefused, ConnectionError, TimeoutError) as e:
             metrics.log_read_failures.labels(path="cleanup", cause=metrics_.cause(e)).inc()
             entry.log_reads = (entry.log_reads or 0) + 1
@@ -128,7 +131,7 @@ class _Pass:
                     f"log read {entry.log_reads} of {LOG_READS} for pod {entry.name} failed: {e}; "
                     "the pod stays and the next pass retries (check the controller Role for pods/log)"
                 ) from e
-            capture = await diagnostics.startup(pod, self.runtime.pods, read_logs=False, failed_read=e)
+            capture = await self.runtime.startup(pod, self.runtime.pods, read_logs=False, failed_read=e)
             metrics.captures.labels(path="cleanup", result="degraded").inc()
             if capture is not None:
                 metrics_.count_capture(metrics, path="cleanup", capture=capture)

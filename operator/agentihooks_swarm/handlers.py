@@ -58,7 +58,10 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
     if config.metrics_port:
         collector.serve(port=config.metrics_port)
     stack = contextlib.AsyncExitStack()
-    wired, store = await stack.enter_async_context(runtime.open_runtime(settings=config, collector=collector))
+    # The wiring is the production one unless whoever runs kopf in-process passes another in its
+    # memo (only tests/bench does, for its capture-free baseline): no variable or setting reaches it.
+    opener = memo.get("open_runtime") or runtime.open_runtime
+    wired, store = await stack.enter_async_context(opener(settings=config, collector=collector))
     memo.stack = stack
     memo.config = config
     memo.runtime = wired

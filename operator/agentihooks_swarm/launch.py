@@ -58,11 +58,13 @@ class Runtime:
     #: Where launch captures go. None means refused Pods are kept (the spec's "no recorder").
     recorder: Recorder | None
     metrics: metrics.Metrics
-    #: False only in ``make bench``'s baseline: plain UID-pinned deletes, no log read, no record.
-    capture: bool = True
     #: A worker's startup deadline when its Swarm's template sets none
     #: (``AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS``).
     startup_deadline_seconds: int = 600
+    #: The startup capture. The operator always wires :func:`diagnostics.startup`; there is no
+    #: setting or variable for it. Only ``tests/bench`` assembles a runtime with another one, to
+    #: measure the capture's cost against a baseline that captures nothing.
+    startup: diagnostics.Capture = diagnostics.startup
 
 
 def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
@@ -372,7 +374,7 @@ async def _remove_at_launch(
     if metadata.get("deletionTimestamp"):
         return Removal(removed=False, why="it is already being deleted")
     try:
-        capture = await diagnostics.startup(pod, client) if runtime.capture else None
+        capture = await runtime.startup(pod, client)
     except (errors.ApiError, ConnectionError, TimeoutError) as e:
         runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
         runtime.metrics.captures.labels(path="launch", result="kept").inc()

@@ -22,8 +22,6 @@ logger = logging.getLogger(__name__)
 
 #: kubernetes-asyncio's read buffer (large watch events), kept when its session is replaced.
 _READ_BUFSIZE = 2**21
-#: Benchmark-only switch (not a setting, not in the chart): see :func:`_benchmark_baseline`.
-BENCHMARK_BASELINE = "AGENTIHOOKS_SWARM_BENCHMARK_BASELINE"
 
 
 async def api_client() -> k8s.ApiClient:
@@ -63,16 +61,6 @@ def _skip_environment_lookups(api: k8s.ApiClient) -> None:
     old.detach()
 
 
-def _benchmark_baseline() -> bool:
-    """``make bench`` measures the capture against the same operator without it. Never in production."""
-    if os.environ.get(BENCHMARK_BASELINE) != "1":
-        return False
-    logger.warning(
-        "%s=1: BENCHMARK BASELINE, refused Pods are deleted WITHOUT their evidence.", BENCHMARK_BASELINE
-    )
-    return True
-
-
 @contextlib.asynccontextmanager
 async def open_runtime(
     *, settings: settings_.Settings, collector: metrics.Metrics
@@ -85,7 +73,6 @@ async def open_runtime(
                     pods=pods.PodClient(api=api, timeout=settings.api_timeout_seconds),
                     recorder=redis_store,
                     metrics=collector,
-                    capture=not _benchmark_baseline(),
                     startup_deadline_seconds=settings.startup_deadline_seconds,
                 ),
                 redis_store,

@@ -607,11 +607,13 @@ def document(
         f"makes kwok run the Pod for {RUN_FOR} and then fail it with 78. Final cleanup (a kopf timer "
         f"every {CHART_DEFAULTS['AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS']} s, the chart's "
         "default) captures, deletes and writes `attempt-retained`.",
-        "- **Modes**: capture is the operator as shipped; baseline is the same operator with "
-        "`AGENTIHOOKS_SWARM_BENCHMARK_BASELINE=1`: plain UID-pinned deletes, no log read, no "
-        "capture in Redis. Each run has a fresh namespace, a freshly flushed Redis and a fresh "
-        "operator process (`python -m agentihooks_swarm run --namespace NS --standalone`, no "
-        "`--verbose`, the chart's timings: "
+        "- **Modes**: capture is the operator's production wiring; baseline is the same operator "
+        "with a runtime assembled in the bench (`tests/bench/controller.py`) whose startup capture "
+        "captures nothing: plain UID-pinned deletes, no log read, no capture in Redis (the operator "
+        "itself has no switch for that). Each run has a fresh namespace, a freshly flushed Redis "
+        "and a fresh operator process (`python -m tests.bench.controller --namespace NS "
+        "[--baseline]`: kopf runs `agentihooks_swarm.handlers` standalone, no `--verbose`, the "
+        "chart's timings: "
         + ", ".join(f"`{k}={v}`" for k, v in CHART_DEFAULTS.items())
         + ") talking to kube-apiserver through the counting proxy (`tests/support/proxy.py`, no "
         "fault rules). Capture and baseline alternate at each N; which goes first alternates too.",

@@ -9,8 +9,9 @@ Scenario B (failed after a successful hand): N Executions of a Swarm whose worke
 kwok run the Pod briefly and fail it with 78; final cleanup (a kopf timer, every 10 s as in the
 chart) captures, deletes and writes ``attempt-retained``.
 
-Modes: ``capture`` is the operator as shipped; ``baseline`` is the same operator with
-``AGENTIHOOKS_SWARM_BENCHMARK_BASELINE=1`` (plain UID-pinned deletes, no log read, no record).
+Modes: ``capture`` is the operator's production wiring; ``baseline`` is the same operator with a
+runtime assembled by ``tests.bench.controller`` whose startup capture captures nothing (plain
+UID-pinned deletes, no log read, no record). Both run as ``python -m tests.bench.controller``.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import redis
 
-from agentihooks_swarm import runtime, store as store_
+from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.bench import kube, measure
 from tests.support import builders, pods
@@ -60,21 +61,37 @@ QUIET_SECONDS: Final = 3.0
 STALL_SECONDS: Final = 60.0
 
 
+REPO: Final = Path(__file__).resolve().parents[2]
+
+
 class BenchOperator(OperatorProcess):
-    """The operator as the chart runs it: ``python -m agentihooks_swarm run``, without ``--verbose``."""
+    """The operator's handlers and wiring as the chart runs them (standalone, without ``--verbose``),
+    started by ``tests.bench.controller`` so the baseline can be assembled in the bench."""
+
+    def __init__(self, *, baseline: bool = False, tracemalloc: Path | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.baseline = baseline
+        self.tracemalloc = tracemalloc
 
     def start(self, *, timeout: float = 30.0) -> None:
         if self.running:
             raise RuntimeError("the operator is already running")
-        args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace]
-        if self.standalone:
-            args.append("--standalone")
+        args = [sys.executable, "-m", "tests.bench.controller", "--namespace", self.namespace]
+        if self.baseline:
+            args.append("--baseline")
+        if self.tracemalloc is not None:
+            args.extend(["--tracemalloc", str(self.tracemalloc)])
         self.starts += 1
         with self.log_path.open("ab") as log:
             log.write(f"\n===== start {self.starts}: {' '.join(args)}\n".encode())
             log.flush()
             self.popen = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, env=self.environment(), start_new_session=True
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,
+                cwd=REPO,
             )
         deadline = time.monotonic() + timeout
         while READY_LINE not in self.log():
@@ -246,10 +263,8 @@ class Run:
         memory_before = int(self.redis.info("memory")["used_memory"])
         monitor = measure.Monitor(port=self.redis_server.port, path=self.workdir / f"{self.label}.monitor")
         proxy = FaultProxy(upstream=self.cluster.server, ca_file=self.cluster.ca_file).start_in_thread()
-        env = dict(CHART_DEFAULTS)
-        if self.mode == "baseline":
-            env[runtime.BENCHMARK_BASELINE] = "1"
         operator = BenchOperator(
+            baseline=self.mode == "baseline",
             kubeconfig=proxy.kubeconfig(
                 token=self.cluster.admin_token,
                 path=self.workdir / f"{self.label}.kubeconfig",
@@ -258,7 +273,7 @@ class Run:
             redis_url=self.redis_server.url,
             namespace=namespace,
             log_path=self.workdir / f"{self.label}.operator.log",
-            env=env,
+            env=CHART_DEFAULTS,
         )
         profiler: subprocess.Popen[bytes] | None = None
         try:

@@ -40,6 +40,20 @@ class Reader(LogReader, Protocol):
     async def pod_events(self, *, namespace: str, uid: str) -> list[dict[str, Any]]: ...
 
 
+class Capture(Protocol):
+    """The shape of :func:`startup`, the capture both deletion paths call (a collaborator of
+    ``launch.Runtime``; the operator always wires :func:`startup` itself)."""
+
+    async def __call__(
+        self,
+        pod: dict[str, Any],
+        client: Reader,
+        *,
+        read_logs: bool = True,
+        failed_read: BaseException | None = None,
+    ) -> records.StartupCapture | None: ...
+
+
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 

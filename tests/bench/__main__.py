@@ -24,14 +24,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _plan(
-    sizes: Sequence[int], scenarios: Sequence[Scenario], wanted: Sequence[str]
-) -> list[tuple[Scenario, Mode, int]]:
-    """Capture and baseline side by side at each N; which goes first alternates, to spread drift."""
-    plan: list[tuple[Scenario, Mode, int]] = []
-    for index, n in enumerate(sizes):
-        for scenario in scenarios:
-            modes: tuple[Mode, Mode] = ("capture", "baseline") if index % 2 == 0 else ("baseline", "capture")
-            plan.extend((scenario, mode, n) for mode in modes if mode in wanted)
+    sizes: Sequence[int], scenarios: Sequence[Scenario], wanted: Sequence[str], repeats: int = 1
+) -> list[tuple[Scenario, Mode, int, int]]:
+    """Each configuration ``repeats`` times, interleaved: at each N, capture and baseline side by
+    side for each repeat in turn, and which goes first alternates from one pair to the next, so
+    drift on the machine falls on both modes alike and each ratio is of neighbouring runs."""
+    plan: list[tuple[Scenario, Mode, int, int]] = []
+    turn = 0
+    for n in sizes:
+        for repeat in range(repeats):
+            for scenario in scenarios:
+                modes: tuple[Mode, Mode] = (
+                    ("capture", "baseline") if turn % 2 == 0 else ("baseline", "capture")
+                )
+                turn += 1
+                plan.extend((scenario, mode, n, repeat) for mode in modes if mode in wanted)
     return plan
 
 
@@ -50,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,500,2000", help="comma-separated N values")
     parser.add_argument("--scenarios", default="A,B", help="A (refused at launch), B (failed after the hand)")
     parser.add_argument("--modes", default="capture,baseline", help="capture, baseline (both by default)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration (interleaved)")
     parser.add_argument(
         "--profile", action="store_true", help="sample the operator with py-spy (pip install py-spy)"
     )
@@ -86,8 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         crds.apply(cluster)
         with RedisServer() as redis_server:
-            for scenario, mode, n in _plan(sizes, scenarios, args.modes.split(",")):
+            for scenario, mode, n, repeat in _plan(sizes, scenarios, args.modes.split(","), args.repeats):
                 run = Run(
+                    repeat=repeat,
                     cluster=cluster,
                     redis_server=redis_server,
                     workdir=workdir,

@@ -92,6 +92,11 @@ bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 1
 	$(PY) -m tests.bench
 	$(PY) -m tests.bench.aof --out docs/benchmarks-aof.md
 
+.PHONY: bench-history
+bench-history: $(STAMP) system-deps binaries ## Memory against history: 2,000 in flight + up to 20,000 Done Executions; restart to Ready
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m tests.bench.history
+
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

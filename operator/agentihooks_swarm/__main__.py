@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -54,12 +55,29 @@ def records(*, view: str, slug: str, execution: str, full: bool) -> int:
 
 
 def _scope(args: list[str]) -> list[str]:
-    """Without a namespace option, serve AGENTIHOOKS_SWARM_NAMESPACE, or every namespace."""
+    """Without a namespace option, serve AGENTIHOOKS_SWARM_NAMESPACE, or every namespace.
+
+    With one ``--namespace`` and no AGENTIHOOKS_SWARM_NAMESPACE, that namespace becomes the
+    setting too: the operator's own watch of Done Executions serves the namespace kopf serves.
+    """
     given = {"-n", "--namespace", "-A", "--all-namespaces"}
     if any(a in given or a.split("=", 1)[0] in given for a in args):
+        named = _namespaces(args)
+        if len(named) == 1 and not settings_.Settings.from_env().namespace and "*" not in named[0]:
+            os.environ["AGENTIHOOKS_SWARM_NAMESPACE"] = named[0]
         return args
     namespace = settings_.Settings.from_env().namespace
     return [*args, f"--namespace={namespace}"] if namespace else [*args, "--all-namespaces"]
+
+
+def _namespaces(args: list[str]) -> list[str]:
+    found = []
+    for index, arg in enumerate(args):
+        if arg in ("-n", "--namespace") and index + 1 < len(args):
+            found.append(args[index + 1])
+        elif arg.startswith("--namespace="):
+            found.append(arg.split("=", 1)[1])
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """An attempt after its launch: become final, wait for the archive, clean up.
 
-:func:`advance` is called on every controller pass over an Execution (a kopf timer, and the
+:func:`advance` is called on every controller pass over an Execution (:mod:`passes`, and the
 delete handler). Each call moves the attempt as far as it can and returns a :class:`Progress`
 that the handler writes to the Execution's status, so ``kubectl get executions`` shows what the
 attempt waits for.
@@ -18,6 +18,9 @@ from agentihooks_swarm.kubernetes import diagnostics, labels
 UNSCHEDULABLE = "Unschedulable"
 #: The reason while the kubelet is failing a Pod past its startup deadline.
 STARTUP_DEADLINE = "StartupDeadlineExceeded"
+
+#: What a pass waits for while the worker runs (the create handler writes it with the hand).
+WORKER_RUNNING = "the worker to finish"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -54,8 +57,11 @@ async def advance(
     if retained is not None:
         return await _finished(store=store, attempt=attempt, retained=retained)
     final = await store.read_final(slug=attempt.slug, execution=attempt.execution)
+    seen: dict[str, dict[str, Any]] = {}
     if final is None:
         pod = await runtime.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
+        if pod is not None:
+            seen[hand.pod] = pod
         reported = await store.read_outcome(slug=attempt.slug, execution=attempt.execution)
         state = finals.final_state(hand=hand, pod=pod, cancelled=cancelled, outcome=reported)
         reason: str | None = None
@@ -72,7 +78,7 @@ async def advance(
                 evidence = await diagnostics.evidence(pod, runtime.pods)
         if state is None:
             phase = str(((pod or {}).get("status") or {}).get("phase") or "Pending")
-            return Progress(phase=phase, waiting_for="the worker to finish")
+            return Progress(phase=phase, waiting_for=WORKER_RUNNING)
         heartbeat = await store.read_heartbeat(slug=attempt.slug, execution=attempt.execution)
         guard.check(before="recording the final record")
         final = await store.record_final(
@@ -128,6 +134,7 @@ async def advance(
         watermark=ready.watermark,
         archived=ready.archived,
         notify=notify,
+        seen=seen,
     )
     return await _finished(store=store, attempt=attempt, retained=retained)
 

@@ -61,6 +61,9 @@ class _Pass:
     attempt: launch.Attempt
     notify: events.Events
     journal: records.Journal
+    #: Pods read earlier in this same pass (the pin's list, the finality check's read), by name:
+    #: a pinned Pod found here with its pinned UID is not read again milliseconds later.
+    seen: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     async def save(self, *, before: str = "saving the journal") -> None:
         self.guard.check(before=before)
@@ -76,7 +79,9 @@ class _Pass:
         """Capture (Pods only) and delete one pinned object; return its outcome."""
         read, delete = self._calls(kind)
         namespace = self.attempt.namespace
-        found = await read(namespace=namespace, name=entry.name)
+        found = self.seen.pop(entry.name, None) if kind == "pod" else None
+        if found is None or (found.get("metadata") or {}).get("uid") != entry.uid:
+            found = await read(namespace=namespace, name=entry.name)
         if found is None:
             await self.confirm_gone(entry, kind)
             return "absent_after_send" if entry.sent else "absent"
@@ -148,14 +153,26 @@ class _Pass:
 
 
 async def pin(
-    *, runtime: launch.Runtime, store: store_.AsyncStore, guard: Guard, attempt: launch.Attempt
+    *,
+    runtime: launch.Runtime,
+    store: store_.AsyncStore,
+    guard: Guard,
+    attempt: launch.Attempt,
+    seen: dict[str, dict[str, Any]] | None = None,
 ) -> records.Journal:
-    """The attempt's journal entry: the stored one, or a new one pinning what exists now."""
+    """The attempt's journal entry: the stored one, or a new one pinning what exists now.
+
+    The Pods listed for a new entry are added to ``seen`` (by name), for the removal that follows.
+    """
     journal = await store.read_journal(slug=attempt.slug, execution=attempt.execution)
     if journal is not None:
         return journal
     selector = labels.selector(attempt.labels)
     found_pods = await runtime.pods.list(namespace=attempt.namespace, selector=selector)
+    if seen is not None:
+        seen.update(
+            {str(p["metadata"]["name"]): p for p in found_pods if isinstance(p.get("metadata"), dict)}
+        )
     found_services = await runtime.pods.list_services(namespace=attempt.namespace, selector=selector)
 
     def pinned(items: list[dict[str, object]]) -> list[records.PinnedObject]:
@@ -186,14 +203,25 @@ async def run(
     watermark: int,
     archived: bool,
     notify: events.Events,
+    seen: dict[str, dict[str, Any]] | None = None,
 ) -> records.Retained:
     """One cleanup pass to the end, or an exception that leaves the journal for the next pass.
 
+    ``seen`` holds Pods the caller read in this same pass, by name (see :class:`_Pass`).
     Raises :class:`PassFailed` (retry later), ``ApiError``/``StoreUnavailable`` (retry later) or
     ``NotLeader`` (stop: another replica leads).
     """
-    journal = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt)
-    work = _Pass(runtime=runtime, store=store, guard=guard, attempt=attempt, notify=notify, journal=journal)
+    seen = dict(seen or {})
+    journal = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen)
+    work = _Pass(
+        runtime=runtime,
+        store=store,
+        guard=guard,
+        attempt=attempt,
+        notify=notify,
+        journal=journal,
+        seen=seen,
+    )
     kinds: tuple[tuple[Kind, list[records.PinnedObject], list[records.RemovedObject]], ...] = (
         ("pod", journal.pinned.pods, journal.removed.pods),
         ("service", journal.pinned.services, journal.removed.services),

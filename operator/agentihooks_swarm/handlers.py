@@ -19,9 +19,11 @@ from agentihooks_swarm import (
     cleanup,
     errors,
     events,
+    finished,
     launch,
     leadership,
     metrics,
+    passes,
     records,
     resources,
     retention,
@@ -54,6 +56,9 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 32
     settings.watching.server_timeout = 300
+    # Done Executions are not kopf's (memory follows the work in flight): see `finished`.
+    settings.watching.field_selectors[GROUP, "executions"] = finished.FIELD_SELECTOR_IN_FLIGHT
+    settings.watching.chunk_size = 500  # kopf's initial list of the Executions in flight, in pages.
     collector = metrics.Metrics()
     if config.metrics_port:
         collector.serve(port=config.metrics_port)
@@ -93,6 +98,9 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
         ),
         name="retention",
     )
+    memo.inflight = passes.InFlight()
+    memo.expiry = finished.Expiry(default_ttl=config.ttl_seconds_after_finished)
+    memo.tasks = _background(memo=memo, config=config, finalizer=settings.persistence.finalizer)
     try:
         await store.ping()
     except errors.StoreUnavailable as e:
@@ -102,8 +110,50 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
     logger.info("agentihooks-swarm started (namespace: %s).", config.namespace or "all")
 
 
+def _background(*, memo: Any, config: settings_.Settings, finalizer: str) -> list[asyncio.Task[None]]:
+    """The operator-wide tasks: the passes over Executions in flight, the Done ones, their expiry."""
+    wired: launch.Runtime = memo.runtime
+    leader: leadership.Leadership = memo.leader
+
+    async def visit(tracked: passes.Tracked) -> Any:
+        async with memo.gate:  # See CONCURRENCY.
+            return await passes.visit(
+                tracked=tracked,
+                runtime=wired,
+                store=memo.store,
+                guard=leader,
+                deadline_seconds=config.archive_deadline_seconds,
+            )
+
+    watcher = finished.Watcher(
+        client=wired.pods, namespace=config.namespace, expiry=memo.expiry, finalizer=finalizer
+    )
+    memo.watcher = watcher
+    return [
+        asyncio.create_task(
+            passes.run_passes(
+                inflight=memo.inflight,
+                interval=config.cleanup_interval_seconds,
+                holds=leader.holds,
+                visit_one=visit,
+                workers=CONCURRENCY,
+            ),
+            name="passes",
+        ),
+        asyncio.create_task(watcher.run(), name="done executions"),
+        asyncio.create_task(
+            finished.run_expiry(expiry=memo.expiry, holds=leader.holds, delete=wired.pods.delete_custom),
+            name="expiry",
+        ),
+    ]
+
+
 @kopf.on.cleanup()
 async def stop(memo: Any, **_: Any) -> None:
+    for background in memo.get("tasks") or []:
+        background.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await background
     sweeping: asyncio.Task[None] | None = memo.get("retention_task")
     if sweeping is not None:
         sweeping.cancel()
@@ -221,6 +271,8 @@ async def _launch(
             status,
             status_.handed(hand, detail=launched.detail, earlier=status.get("conditions")),
         )
+        if hand.handed:  # What the passes report until the worker ends: written once, here.
+            patch.status["waitingFor"] = attempts.WORKER_RUNNING
 
     # The status above is applied by kopf even if Redis fails below; the retry then finds the hand
     # in the status and only repeats these writes.
@@ -316,77 +368,17 @@ async def _advance(
     except leadership.NotLeader:
         return None
     except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:
-        wired: launch.Runtime = memo.runtime
-        wired.metrics.cleanup_failures.labels(error=type(e).__name__).inc()
-        if isinstance(e, errors.StoreUnavailable):
-            wired.metrics.store_failures.labels(path="cleanup").inc()
-        status_.apply(patch.status, status, status_.cleaning_failed(e))
+        passes.count_failure(memo.runtime, e)
+        status_.failed(patch.status, status, e)
         raise
-    status_.put(patch.status, status, "phase", progress.phase)
-    if progress.outcome is not None:
-        status_.put(patch.status, status, "outcome", str(progress.outcome))
-    status_.put(patch.status, status, "waitingFor", progress.waiting_for or None)
-    status_.put(patch.status, status, "reason", progress.reason or None)
-    status_.put(patch.status, status, "failureClass", progress.failure_class)
-    if progress.reason:
-        status_.set_condition(
-            patch.status,
-            status.get("conditions"),
-            status_.condition(
-                type_="Started",
-                status=False,
-                reason=progress.reason,
-                message=progress.message or f"The attempt ended: {progress.reason}.",
-            ),
-        )
-    if progress.retained is not None:
-        removed = progress.retained.removed
-        cleaned = {
-            "pods": {r.name: r.outcome for r in removed.pods},
-            "services": {r.name: r.outcome for r in removed.services},
-            "archived": progress.retained.archived,
-        }
-        status_.put(patch.status, status, "cleanup", cleaned)
-        status_.set_condition(patch.status, status.get("conditions"), status_.retained())
+    status_.progress(patch.status, status, progress)
     return progress
 
 
-@kopf.timer(
-    GROUP,
-    VERSION,
-    "executions",
-    interval=CONFIG.cleanup_interval_seconds,
-    when=lambda status, **_: status.get("phase") not in ("Done", "Invalid"),
-)
-async def advance_execution(
-    name: str,
-    namespace: str | None,
-    spec: Any,
-    status: Any,
-    body: Any,
-    patch: kopf.Patch,
-    memo: Any,
-    logger: kopf.Logger,
-    **_: Any,
-) -> None:
-    assert namespace is not None
-    if not memo.leader.holds():
-        return
-    try:
-        await _advance(
-            name=name,
-            namespace=namespace,
-            spec=spec,
-            status=status,
-            body=body,
-            patch=patch,
-            memo=memo,
-            cancelled=bool(spec.get("cancel")),
-        )
-    except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable) as e:
-        logger.warning(
-            "Cleanup pass failed, the next pass retries in %ss: %s", CONFIG.cleanup_interval_seconds, e
-        )
+@kopf.on.event(GROUP, VERSION, "executions")
+async def observe_execution(type: str | None, body: Any, memo: Any, **_: Any) -> None:
+    """Every watch event of an Execution kopf sees (the ones not Done): the passes' table."""
+    memo.inflight.observe(event=type, body=body)
 
 
 @kopf.on.delete(GROUP, VERSION, "executions")

@@ -100,6 +100,12 @@ class Settings(pydantic.BaseModel):
         description="A worker's startup deadline when its Swarm's worker template sets no "
         "startupDeadlineSeconds: seconds until its containers must all have started.",
     )
+    ttl_seconds_after_finished: int | None = pydantic.Field(
+        default=None,
+        ge=0,
+        description="Seconds a Done Execution is kept before it is deleted, unless its "
+        "spec.ttlSecondsAfterFinished says otherwise (unset: kept). Its records stay in Redis.",
+    )
     lease_namespace: str | None = pydantic.Field(
         default=None,
         description="Namespace of the leadership Lease; defaults to NAMESPACE, else 'default'.",

@@ -13,9 +13,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from agentihooks_swarm import errors, records
+
+if TYPE_CHECKING:  # attempts imports launch, which imports this module.
+    from agentihooks_swarm import attempts
 
 
 class Condition(TypedDict):
@@ -230,3 +233,50 @@ def swarm_stamp(swarm: Mapping[str, Any]) -> str:
     """A Swarm object's identity and spec version, ``<uid>/<generation>``."""
     metadata = swarm.get("metadata") or {}
     return f"{metadata.get('uid', '')}/{metadata.get('generation', '')}"
+
+
+def progress(patch: MutableMapping[str, Any], status: Mapping[str, Any], done: attempts.Progress) -> None:
+    """What one pass over an attempt found, as status fields (``finishedAt`` once it is Done).
+
+    Written by the delete handler (onto kopf's patch) and by the passes over the Executions in
+    flight (as their own merge patch); a field that did not change is not written again.
+    """
+    phase = done.phase
+    if phase == "Pending" and status.get("phase") == "Running":
+        # The hand said Running; the Pod's own Pending (not yet scheduled) after it would be a
+        # step back, and a PATCH per pass, that tells nobody more.
+        phase = "Running"
+    put(patch, status, "phase", phase)
+    if done.outcome is not None:
+        put(patch, status, "outcome", str(done.outcome))
+    put(patch, status, "waitingFor", done.waiting_for or None)
+    put(patch, status, "reason", done.reason or None)
+    put(patch, status, "failureClass", done.failure_class)
+    if done.reason:
+        set_condition(
+            patch,
+            status.get("conditions"),
+            condition(
+                type_="Started",
+                status=False,
+                reason=done.reason,
+                message=done.message or f"The attempt ended: {done.reason}.",
+            ),
+        )
+    if done.retained is None:
+        return
+    if not status.get("finishedAt"):
+        patch["finishedAt"] = now()
+    removed = done.retained.removed
+    cleaned = {
+        "pods": {r.name: r.outcome for r in removed.pods},
+        "services": {r.name: r.outcome for r in removed.services},
+        "archived": done.retained.archived,
+    }
+    put(patch, status, "cleanup", cleaned)
+    set_condition(patch, status.get("conditions"), retained())
+
+
+def failed(patch: MutableMapping[str, Any], status: Mapping[str, Any], error: Exception) -> None:
+    """A pass that stopped early: phase Cleaning and why, for ``kubectl get executions``."""
+    apply(patch, status, cleaning_failed(error))

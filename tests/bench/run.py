@@ -140,6 +140,8 @@ class Result:
     watch_lag_max: float | None = None
     """B: the largest gap between a container's ``finishedAt`` (whole seconds) and the bench seeing Failed."""
     notes: list[str] = field(default_factory=list)
+    repeat: int = 0
+    """Which of the configuration's runs this is (each capture run sits next to its baseline run)."""
 
     @property
     def throughput(self) -> float:
@@ -211,8 +213,10 @@ class Run:
         mode: Mode,
         n: int,
         profile: bool = False,
+        repeat: int = 0,
     ) -> None:
         self.profile = profile
+        self.repeat = repeat
         self.cluster = cluster
         self.redis_server = redis_server
         self.workdir = workdir
@@ -228,7 +232,7 @@ class Run:
 
     @property
     def label(self) -> str:
-        return f"{self.scenario}-{self.mode}-{self.n}"
+        return f"{self.scenario}-{self.mode}-{self.n}-r{self.repeat}"
 
     async def perform(self) -> Result:
         async with kube.Api(self.cluster) as api:
@@ -424,6 +428,7 @@ class Run:
             machine_busy=busy_share,
             watch_lag_max=max(lags) if lags else None,
             notes=notes,
+            repeat=self.repeat,
         )
 
 

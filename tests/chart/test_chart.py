@@ -32,6 +32,7 @@ WORKER_RULES: Final = {
         for plural in ("swarms", "executions")
         for verb in ("get", "list", "watch", "patch")
     },
+    ("swarm.agentihooks.io", "executions", "delete", "*"),
     *{
         ("swarm.agentihooks.io", sub, verb, "*")
         for sub in ("swarms/status", "executions/status")
@@ -138,6 +139,7 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS",
         "AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS",
         "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS",
+        "AGENTIHOOKS_SWARM_TTL_SECONDS_AFTER_FINISHED",
         "AGENTIHOOKS_SWARM_LEASE_NAMESPACE",
         "AGENTIHOOKS_SWARM_LEASE_NAME",
         "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS",
@@ -154,6 +156,7 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
     parsed = settings.Settings.from_env({**plain, "AGENTIHOOKS_SWARM_REDIS_PASSWORD": "x"})
     assert parsed.namespace == NAMESPACE
     assert parsed.lease_namespace == NAMESPACE
+    assert parsed.ttl_seconds_after_finished == 86400  # One day, like the chart says.
     assert parsed.lease_name == "rel-controller"
     assert parsed.metrics_port == 9090
     assert parsed.key_prefix == "agentihooks-swarm"
@@ -163,6 +166,13 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         0,
         2592000,
     )
+
+
+def test_ttl_null_keeps_done_executions(chart: Chart) -> None:
+    env = chart.render({"operator": {"ttlSecondsAfterFinished": None}}).env()
+    assert "AGENTIHOOKS_SWARM_TTL_SECONDS_AFTER_FINISHED" not in env
+    env = chart.render({"operator": {"ttlSecondsAfterFinished": 0}}).env()
+    assert env["AGENTIHOOKS_SWARM_TTL_SECONDS_AFTER_FINISHED"]["value"] == "0"
 
 
 def _keys(tree: Any, prefix: str = "") -> set[str]:

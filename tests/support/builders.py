@@ -44,11 +44,20 @@ def swarm(
 
 
 def execution(
-    *, name: str, namespace: str, swarm: str, project: str = "allowed", task: Any = None, cancel: bool = False
+    *,
+    name: str,
+    namespace: str,
+    swarm: str,
+    project: str = "allowed",
+    task: Any = None,
+    cancel: bool = False,
+    ttl: int | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"swarm": swarm, "project": project, "task": task or {"goal": "test"}}
     if cancel:
         spec["cancel"] = True
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
     return {
         "apiVersion": API_VERSION,
         "kind": "Execution",

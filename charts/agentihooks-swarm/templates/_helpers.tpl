@@ -165,6 +165,10 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ .Values.operator.startupDeadlineSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS
   value: {{ .Values.operator.cleanupIntervalSeconds | quote }}
+{{- if not (kindIs "invalid" .Values.operator.ttlSecondsAfterFinished) }}
+- name: AGENTIHOOKS_SWARM_TTL_SECONDS_AFTER_FINISHED
+  value: {{ .Values.operator.ttlSecondsAfterFinished | int64 | quote }}
+{{- end }}
 - name: AGENTIHOOKS_SWARM_LEASE_NAMESPACE
   value: {{ .Release.Namespace | quote }}
 - name: AGENTIHOOKS_SWARM_LEASE_NAME
@@ -209,6 +213,10 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 - apiGroups: [swarm.agentihooks.io]
   resources: [swarms, executions]
   verbs: [get, list, watch, patch]
+# Done Executions expire after their TTL (spec.ttlSecondsAfterFinished, TTL_SECONDS_AFTER_FINISHED).
+- apiGroups: [swarm.agentihooks.io]
+  resources: [executions]
+  verbs: [delete]
 - apiGroups: [swarm.agentihooks.io]
   resources: [swarms/status, executions/status]
   verbs: [get, patch]

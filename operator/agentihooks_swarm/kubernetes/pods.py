@@ -13,7 +13,9 @@ The log limits are fixed by the spec and have no setting.
 from __future__ import annotations
 
 import builtins
+import datetime
 import json
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import aiohttp
@@ -396,3 +398,107 @@ class PodClient:
             content_type="application/merge-patch+json",
             what=f"annotate {plural} {namespace}/{name}",
         )
+
+    def _custom_path(self, *, namespace: str | None, plural: str, name: str | None = None) -> str:
+        scope = f"/namespaces/{namespace}" if namespace else ""
+        return f"/apis/swarm.agentihooks.io/v1alpha1{scope}/{plural}" + (f"/{name}" if name else "")
+
+    async def list_custom_page(
+        self, *, namespace: str | None, plural: str, field_selector: str, limit: int, cont: str = ""
+    ) -> Object:
+        """One page of a list (``items``, and ``metadata.continue`` / ``resourceVersion``)."""
+        query = [("fieldSelector", field_selector), ("limit", str(limit))]
+        if cont:
+            query.append(("continue", cont))
+        return await self._json(
+            "GET",
+            self._custom_path(namespace=namespace, plural=plural),
+            query=query,
+            what=f"list {plural} {namespace or 'everywhere'} {field_selector}",
+        )
+
+    async def watch_custom(
+        self, *, namespace: str | None, plural: str, field_selector: str, version: str, seconds: int
+    ) -> AsyncIterator[Object]:
+        """The watch events from ``version`` until the server ends the stream (after ``seconds``)."""
+        what = f"watch {plural} {namespace or 'everywhere'} {field_selector}"
+        response = await self._request(
+            "GET",
+            self._custom_path(namespace=namespace, plural=plural),
+            query=[
+                ("watch", "1"),
+                ("fieldSelector", field_selector),
+                ("resourceVersion", version),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", str(seconds)),
+            ],
+            timeout_seconds=seconds + self._timeout,
+            what=what,
+        )
+        try:
+            async for line in response.content:
+                if line.strip():
+                    event: Object = json.loads(line)
+                    yield event
+        except TimeoutError as e:
+            raise errors.ApiTimeout(f"{what}: the stream stalled") from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
+        finally:
+            response.release()
+
+    async def patch_custom(self, *, namespace: str, plural: str, name: str, body: Object) -> Object:
+        """A JSON merge patch of the object (metadata and spec; not its status)."""
+        return await self._json(
+            "PATCH",
+            self._custom_path(namespace=namespace, plural=plural, name=name),
+            body=body,
+            content_type="application/merge-patch+json",
+            what=f"patch {plural} {namespace}/{name}",
+        )
+
+    async def patch_custom_status(self, *, namespace: str, plural: str, name: str, status: Object) -> Object:
+        """A JSON merge patch of the object's status subresource; the object as it is after it."""
+        return await self._json(
+            "PATCH",
+            self._custom_path(namespace=namespace, plural=plural, name=name) + "/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+            what=f"patch the status of {plural} {namespace}/{name}",
+        )
+
+    async def delete_custom(self, *, namespace: str, plural: str, name: str, uid: str) -> None:
+        """Delete the object only if it still has this UID (409 → PreconditionFailed, 404 → NotFound)."""
+        body: Object = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        response = await self._request(
+            "DELETE",
+            self._custom_path(namespace=namespace, plural=plural, name=name),
+            body=body,
+            what=f"delete {plural[:-1]} {namespace}/{name} uid={uid}",
+        )
+        response.release()
+
+    # --- events ---------------------------------------------------------------------------------
+
+    async def post_event(self, *, involved: Object, type_: str, reason: str, message: str) -> None:
+        """One core/v1 Event about ``involved`` (an object reference), shaped as kopf posts them."""
+        namespace = str(involved.get("namespace") or "default")
+        now = datetime.datetime.now(datetime.UTC).isoformat()
+        body: Object = {
+            "metadata": {"namespace": namespace, "generateName": "kopf-event-"},
+            "action": "Action?",
+            "type": type_,
+            "reason": reason,
+            "message": message if len(message) <= 1024 else message[:1021] + "...",
+            "reportingComponent": "kopf",
+            "reportingInstance": "dev",
+            "source": {"component": "kopf"},
+            "involvedObject": involved,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "eventTime": now,
+        }
+        response = await self._request(
+            "POST", f"/api/v1/namespaces/{namespace}/events", body=body, what=f"post event {reason}"
+        )
+        response.release()

@@ -1,0 +1,221 @@
+"""Finished Executions expire (``spec.ttlSecondsAfterFinished``, else the operator's default), on the
+real API server with the operator running; their records stay, and the spec's read commands and
+the records CLI answer for them after the Execution is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from agentihooks_swarm.kubernetes import labels
+from tests.e2e import helpers
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+from tests.support.operator_process import OperatorProcess
+
+PLANTED = b"worker startup refused: planted kind refusal\n"
+SLUG = "expiry"
+
+#: The spec's read commands (this package's module path), for launch removal's capture and for the
+#: retained cleanup evidence.
+READ_STARTUP = """
+import sys
+from agentihooks_swarm.store import connect
+store = connect()
+print(store.redis.hget(store.key(sys.argv[1], "attempt-startup-diagnostics"), sys.argv[2]))
+"""
+READ_RETAINED = """
+import json, sys
+from agentihooks_swarm.store import connect
+store = connect()
+kept = json.loads(store.redis.hget(store.key(sys.argv[1], "attempt-retained"), sys.argv[2]))
+print(json.dumps(kept["removed"]["pods"], indent=2))
+"""
+
+
+async def _exists(api: client.ApiClient, namespace: str, name: str) -> bool:
+    try:
+        await helpers.execution(api, namespace=namespace, name=name)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+async def _gone(api: client.ApiClient, namespace: str, name: str) -> bool:
+    return not await _exists(api, namespace, name)
+
+
+async def _status(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = (await helpers.execution(api, namespace=namespace, name=name)).get("status") or {}
+    return found
+
+
+async def _done(api: client.ApiClient, namespace: str, name: str, process: OperatorProcess) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        status = await _status(api, namespace, name)
+        return status if status.get("phase") == "Done" else None
+
+    return await helpers.eventually(probe, what=f"{name} to be Done", operator=process, timeout=60)
+
+
+async def _refused_at_launch(
+    api: client.ApiClient, cluster: ControlPlane, *, namespace: str, execution: str, ttl: int | None
+) -> None:
+    """A planted Failed worker Pod, then an Execution whose hand is refused: launch removal captures."""
+    pod_name = labels.worker_pod_name(execution=execution, generation=1)
+    await pods.plant_log(
+        cluster=cluster, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
+    )
+    planted: Any = pods.worker_pod(
+        name=pod_name,
+        namespace=namespace,
+        phase="Failed",
+        exit_code=78,
+        reason="Error",
+        labels=labels.attempt(slug=SLUG, execution=execution, generation=1),
+    )
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, planted)
+    await pods.wait_for_phase(api, namespace=namespace, name=pod_name, phase="Failed")
+    await helpers.create(
+        api,
+        builders.execution(
+            name=execution, namespace=namespace, swarm=SLUG, project="outside-the-registration", ttl=ttl
+        ),
+    )
+
+
+def _run(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        env={"AGENTIHOOKS_SWARM_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+async def test_a_done_execution_expires_and_its_records_still_answer(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await _refused_at_launch(admin_api, control_plane, namespace=namespace, execution="short-lived", ttl=2)
+
+    status = await _done(admin_api, namespace, "short-lived", process)
+    assert status["hand"] == {"handed": False, "reason": "project_unpermitted", "removed": True}
+    assert status["finishedAt"].endswith("Z")
+    await helpers.eventually(
+        lambda: _gone(admin_api, namespace, "short-lived"),
+        what="the expired Execution to be deleted",
+        operator=process,
+    )
+    assert "expired (ttlSecondsAfterFinished), deleted" in process.log()
+
+    # Launch removal's capture, with the spec's read command, after the Execution is gone.
+    read = await asyncio.to_thread(_run, redis_url, "-c", READ_STARTUP, SLUG, "short-lived")
+    record = json.loads(read.stdout)
+    [container] = record["startup"]["containers"]
+    assert (container["terminated"]["exitCode"], container["terminated"]["reason"]) == (78, "Error")
+    assert container["log"].endswith(" worker startup refused: planted kind refusal\n")
+    # The retained cleanup evidence, with the spec's read command and with the records CLI.
+    retained = await asyncio.to_thread(_run, redis_url, "-c", READ_RETAINED, SLUG, "short-lived")
+    assert json.loads(retained.stdout) == []  # Launch removal had removed the only Pod already.
+    final = await asyncio.to_thread(
+        _run, redis_url, "-m", "agentihooks_swarm", "records", "final", SLUG, "short-lived"
+    )
+    assert json.loads(final.stdout)["state"] == "refused"
+    full = await asyncio.to_thread(
+        _run, redis_url, "-m", "agentihooks_swarm", "records", "retained", SLUG, "short-lived", "--full"
+    )
+    assert set(json.loads(full.stdout)) == {"execution", "final", "watermark", "archived", "removed"}
+
+
+async def test_the_default_ttl_applies_unless_the_spec_sets_one(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+) -> None:
+    process = operator(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        env={"AGENTIHOOKS_SWARM_TTL_SECONDS_AFTER_FINISHED": "1"},
+    )
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    for name, ttl in (("by-default", None), ("kept-long", 3600)):
+        await helpers.create(
+            admin_api,
+            builders.execution(name=name, namespace=namespace, swarm=SLUG, project="elsewhere", ttl=ttl),
+        )
+    await _done(admin_api, namespace, "kept-long", process)
+    await helpers.eventually(
+        lambda: _gone(admin_api, namespace, "by-default"),
+        what="the default TTL to expire it",
+        operator=process,
+    )
+    await asyncio.sleep(2)
+    assert await _exists(admin_api, namespace, "kept-long")
+
+
+async def test_without_a_ttl_done_executions_stay_and_deleting_one_is_not_blocked(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+) -> None:
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await helpers.create(
+        admin_api, builders.execution(name="forever", namespace=namespace, swarm=SLUG, project="elsewhere")
+    )
+    await _done(admin_api, namespace, "forever", process)
+    await asyncio.sleep(2)
+    body = await helpers.execution(admin_api, namespace=namespace, name="forever")
+    assert body["metadata"]["finalizers"]  # kopf's, added while it was in flight.
+
+    await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", namespace, "executions", "forever"
+    )
+    await helpers.eventually(
+        lambda: _gone(admin_api, namespace, "forever"),
+        what="the deleted Done Execution to go",
+        operator=process,
+    )
+    assert "kopf's finalizer removed" in process.log()
+
+
+async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+) -> None:
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await helpers.create(
+        admin_api,
+        builders.execution(name="outlived", namespace=namespace, swarm=SLUG, project="elsewhere", ttl=4),
+    )
+    await _done(admin_api, namespace, "outlived", process)
+    process.stop()
+    await asyncio.sleep(5)
+    assert await _exists(admin_api, namespace, "outlived")  # Nobody expired it while stopped.
+
+    process.start()
+    await helpers.eventually(
+        lambda: _gone(admin_api, namespace, "outlived"), what="the restart to expire it", operator=process
+    )
+    assert "1 Done executions listed; 1 of them expire." in process.log()

@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 FIELD_SELECTOR_IN_FLIGHT: Final = "status.phase!=Done"
 #: What this module watches.
 FIELD_SELECTOR_DONE: Final = "status.phase=Done"
-#: Done Executions listed per request (memory holds one page at a time).
-PAGE: Final = 500
+#: Done Executions listed per request: memory holds one page at a time (its JSON and the objects
+#: decoded from it, a few hundred KiB at this size), and only an expiry is kept of each.
+PAGE: Final = 200
 #: How long one watch request lasts before it is made again (the API server ends it then).
 WATCH_SECONDS: Final = 300
 #: How often the expiry task looks at the earliest due Execution.

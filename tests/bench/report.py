@@ -41,8 +41,10 @@ WHY: Final[dict[str, str]] = {
     f"DELETE {_POD}/{{pod}}": "minimum: the delete by pinned UID",
     f"GET {_POD}/{{pod}}/log": "minimum: the log of the one terminated container",
     f"PATCH {_EXECUTION}": (
-        "kopf: adds its finalizer (the Execution has a delete handler), then records the handled "
-        "spec (its kopf-managed and last-handled-configuration annotations) after the create handler"
+        "kopf: adds its finalizer (the delete handler must run before a deleted Execution in flight "
+        "goes: it cancels and cleans up its attempt), then records the handled spec (its "
+        "last-handled-configuration annotation; without it a restart would launch again) after the "
+        "create handler"
     ),
     "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}": (
         "the launch reads the Swarm: its registration decides the hand, its template the Pod"
@@ -69,18 +71,20 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
         "labels before it is adopted. Without a planted Pod (the usual launch) there is no adoption read"
     ),
     ("B", f"GET {_POD}/{{pod}}"): (
-        "the finality check: every timer pass reads the Pod until it is Failed (more than once per "
-        "Pod when passes come while it is still Pending or Running, as at N = 2000 when the "
-        "scheduler and kwok fall behind); then cleanup's re-read of the pinned Pod (the spec's: "
-        "same UID and labels?) in the same pass, milliseconds after the first: avoidable, see the notes"
+        "the finality check: each pass reads the Pod until it is Failed (more than once per Pod "
+        "when passes come while it is still Pending or Running). Cleanup does not read it again: "
+        "the pin's list a moment earlier in the same pass is its read (same UID and labels?)"
     ),
     ("A", f"PATCH {_EXECUTION}/status"): (
-        "the hand result (phase, hand, conditions), then the final cleanup's outcome (phase Done, cleanup)"
+        "the hand result (phase Refused, hand, conditions), written by kopf after the create "
+        "handler; then the final cleanup's outcome (phase Done, cleanup, finishedAt), from the next "
+        "pass. Not one: the attempt is final at once, but its cleanup runs in the pass after the "
+        "launch, so that the Pod launch removal deleted is gone from the pin's list"
     ),
     ("B", f"PATCH {_EXECUTION}/status"): (
-        "the hand result (phase Running, hand, conditions); the phase again when a timer pass finds "
-        "the Pod Pending or Running (only when a pass comes before it fails); the final cleanup's "
-        "outcome (phase Done, cleanup)"
+        "the hand result (phase Running, hand, waitingFor, conditions); then the final cleanup's "
+        "outcome (phase Done, cleanup, finishedAt). A pass that finds the worker still running "
+        "writes nothing"
     ),
     ("A", f"POST {_POD}"): (
         "the launch creates the worker Pod (create-or-adopt); the planted Pod answers 409 AlreadyExists"
@@ -88,12 +92,15 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ("B", f"POST {_POD}"): "the launch creates the worker Pod",
     ("A", "POST /api/v1/namespaces/{ns}/events"): (
         "the README's Events: HandRefused, StartupRefused (capture only: it quotes the captured log "
-        "line), CleanupFinished"
+        "line), CleanupFinished (posted by the pass)"
     ),
     (
         "B",
         "POST /api/v1/namespaces/{ns}/events",
-    ): "the README's Events: Handed, AttemptFinal, CleanupFinished",
+    ): (
+        "the README's Events: Handed (kopf's event queue), AttemptFinal and CleanupFinished (posted "
+        "by the pass)"
+    ),
 }
 
 
@@ -104,7 +111,7 @@ def why(scenario: Scenario, call: str) -> str:
 
 #: Why a capture run can show a fraction of a call more than its baseline run.
 FRACTIONAL: Final = (
-    " (a timing difference between the two runs: how many timer passes came before the Pod failed; "
+    " (a timing difference between the two runs: how many passes came before the Pod failed; "
     "the capture makes no such call)"
 )
 
@@ -712,9 +719,10 @@ def document(
         "refused (`project_unpermitted`), and launch removal captures, stores the record with "
         "`HSETNX` and deletes the Pod.",
         f"- **Scenario B, failed after the hand**: N Executions of a Swarm whose worker template "
-        f"makes kwok run the Pod for {RUN_FOR} and then fail it with 78. Final cleanup (a kopf timer "
-        f"every {CHART_DEFAULTS['AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS']} s, the chart's "
-        "default) captures, deletes and writes `attempt-retained`.",
+        f"makes kwok run the Pod for {RUN_FOR} and then fail it with 78. Final cleanup (the passes "
+        "over the Executions in flight, every "
+        f"{CHART_DEFAULTS['AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS']} s, the chart's default) "
+        "captures, deletes and writes `attempt-retained`.",
         "- **Modes**: capture is the operator's production wiring; baseline is the same operator "
         "with a runtime assembled in the bench (`tests/bench/controller.py`) whose startup capture "
         "captures nothing: plain UID-pinned deletes, no log read, no capture in Redis (the operator "

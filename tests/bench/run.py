@@ -6,8 +6,8 @@ outside the Swarm's registration. The operator adopts each Pod, the hand is refu
 (``project_unpermitted``) and launch removal captures, stores (capture mode) and deletes.
 
 Scenario B (failed after a successful hand): N Executions of a Swarm whose worker template makes
-kwok run the Pod briefly and fail it with 78; final cleanup (a kopf timer, every 10 s as in the
-chart) captures, deletes and writes ``attempt-retained``.
+kwok run the Pod briefly and fail it with 78; final cleanup (the passes over the Executions in
+flight, every 10 s as in the chart) captures, deletes and writes ``attempt-retained``.
 
 Modes: ``capture`` is the operator's production wiring; ``baseline`` is the same operator with a
 runtime assembled by ``tests.bench.controller`` whose startup capture captures nothing (plain

@@ -87,7 +87,7 @@ run: $(STAMP) ## Run the operator locally against KUBECONFIG (kopf run), e.g. af
 	$(PY) -m agentihooks_swarm run --namespace "$${AGENTIHOOKS_SWARM_NAMESPACE:-default}" --standalone
 
 .PHONY: bench
-bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000 (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md)
+bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000, three runs each (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m tests.bench
 	$(PY) -m tests.bench.aof --out docs/benchmarks-aof.md

@@ -3,7 +3,10 @@ status a pass writes."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+import pytest
 
 from agentihooks_swarm import attempts, finished, passes, records, status
 
@@ -149,3 +152,17 @@ def test_kopfs_finalizer_goes_only_from_a_done_execution_being_deleted() -> None
     assert finished._released(deleting, finalizer=kopf) == ["other"]
     assert finished._released(execution(phase="Done", finalizers=[kopf]), finalizer=kopf) is None
     assert finished._released(execution(phase="Done", deleting=True, finalizers=[]), finalizer=kopf) is None
+
+
+def test_one_namespace_option_is_the_namespace_setting_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentihooks_swarm import __main__
+
+    monkeypatch.delenv("AGENTIHOOKS_SWARM_NAMESPACE", raising=False)
+    assert __main__._scope(["--namespace", "work", "--standalone"]) == ["--namespace", "work", "--standalone"]
+    assert os.environ["AGENTIHOOKS_SWARM_NAMESPACE"] == "work"  # The Done watch serves what kopf serves.
+    monkeypatch.setenv("AGENTIHOOKS_SWARM_NAMESPACE", "configured")
+    assert __main__._scope(["--namespace=other"]) == ["--namespace=other"]
+    assert os.environ["AGENTIHOOKS_SWARM_NAMESPACE"] == "configured"  # An explicit setting is kept.
+    monkeypatch.delenv("AGENTIHOOKS_SWARM_NAMESPACE")
+    assert __main__._scope(["-A"]) == ["-A"]
+    assert "AGENTIHOOKS_SWARM_NAMESPACE" not in os.environ

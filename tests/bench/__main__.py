@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from tests.bench import report
+from tests.bench import history, report
 from tests.bench.run import Mode, Result, Run, Scenario, remove_namespace
 from tests.support import crds
 from tests.support.cluster import STATE_ENV, ControlPlane, build, start
@@ -139,6 +139,12 @@ def _write(
     report.plot(results, out / "benchmarks.png")
     text = report.document(results, machine=machine, command=command, elapsed=elapsed, workdir=workdir)
     (out / "benchmarks.md").write_text(text)
+    history_doc = out / "benchmarks-history.md"
+    if history_doc.exists():  # make bench-history's latest section, kept in the regenerated report.
+        section = history_doc.read_text()
+        section = section[section.index(history.MARKER_START) :] if history.MARKER_START in section else ""
+        if section:
+            history.splice(out / "benchmarks.md", section)
     print(f"bench: wrote benchmarks.md and benchmarks.png to {out} ({elapsed / 60:.1f} min in all)")
 
 

@@ -368,7 +368,7 @@ def document(
     )
 
 
-def _splice(path: Path, section: str) -> None:
+def splice(path: Path, section: str) -> None:
     """Put the section into docs/benchmarks.md, replacing an earlier one."""
     if not path.exists():
         return
@@ -441,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "benchmarks-history.md").write_text("# Benchmarks: memory against history\n\n" + section)
-    _splice(args.out / "benchmarks.md", section)
+    splice(args.out / "benchmarks.md", section)
     print(section)
     return 0
 

@@ -93,6 +93,10 @@ async def _refused_at_launch(
     )
 
 
+async def _logged(process: OperatorProcess, line: str) -> bool:
+    return line in process.log()
+
+
 def _run(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *args],
@@ -122,7 +126,11 @@ async def test_a_done_execution_expires_and_its_records_still_answer(
         what="the expired Execution to be deleted",
         operator=process,
     )
-    assert "expired (ttlSecondsAfterFinished), deleted" in process.log()
+    await helpers.eventually(
+        lambda: _logged(process, "expired (ttlSecondsAfterFinished), deleted"),
+        what="the expiry in the log",
+        operator=process,
+    )
 
     # Launch removal's capture, with the spec's read command, after the Execution is gone.
     read = await asyncio.to_thread(_run, redis_url, "-c", READ_STARTUP, SLUG, "short-lived")
@@ -194,7 +202,10 @@ async def test_without_a_ttl_done_executions_stay_and_deleting_one_is_not_blocke
         what="the deleted Done Execution to go",
         operator=process,
     )
-    assert "kopf's finalizer removed" in process.log()
+    # The Execution is gone the moment the finalizer's PATCH lands; the log line follows it.
+    await helpers.eventually(
+        lambda: _logged(process, "kopf's finalizer removed"), what="the release in the log", operator=process
+    )
 
 
 async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
@@ -218,4 +229,8 @@ async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
     await helpers.eventually(
         lambda: _gone(admin_api, namespace, "outlived"), what="the restart to expire it", operator=process
     )
-    assert "1 Done executions listed; 1 of them expire." in process.log()
+    await helpers.eventually(
+        lambda: _logged(process, "1 Done executions listed; 1 of them expire."),
+        what="the restart's list of Done executions",
+        operator=process,
+    )

@@ -8,8 +8,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import redis.asyncio
 from kubernetes_asyncio import client
 
+from agentihooks_swarm import store as store_
 from tests.support import pods
 from tests.support.operator_process import OperatorProcess
 
@@ -59,6 +61,18 @@ async def events_for(api: client.ApiClient, *, namespace: str, name: str) -> lis
 
 
 pod_exists = pods.pod_exists
+
+
+async def stored(
+    redis_url: str, *, slug: str, name: str, execution: str, prefix: str = "agentihooks-swarm"
+) -> Any:
+    """The JSON record ``execution`` in hash ``name`` of swarm ``slug``, or None."""
+    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        raw = await connection.hget(store_.key(prefix, slug, name), execution)
+    finally:
+        await connection.aclose()
+    return loads(raw)
 
 
 def loads(raw: str | bytes | None) -> Any:

@@ -8,14 +8,11 @@ The scenarios are ``tests/support/scenarios.py``; their node side is played by a
 from __future__ import annotations
 
 import datetime
-import json
 from typing import Any
 
 import pytest
-import redis.asyncio
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
 from tests.support import builders, scenarios
@@ -24,15 +21,6 @@ from tests.support.fixtures_operator import OperatorFactory
 
 SLUG = "never"
 PREFIX = "agentihooks-swarm"
-
-
-async def _stored(redis_url: str, name: str, execution: str) -> Any:
-    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        raw = await connection.hget(store_.key(PREFIX, SLUG, name), execution)
-    finally:
-        await connection.aclose()
-    return None if raw is None else json.loads(raw)
 
 
 @pytest.mark.parametrize("scenario", scenarios.SCENARIOS, ids=[s.name for s in scenarios.SCENARIOS])
@@ -99,7 +87,7 @@ async def play(
     assert status["outcome"] == "failed"
     assert status["failureClass"] == scenario.failure_class
 
-    retained = await _stored(redis_url, "attempt-retained", scenario.name)
+    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=scenario.name)
     [entry] = retained["removed"]["pods"]
     assert (entry["name"], entry["uid"], entry["outcome"]) == (name, pod["metadata"]["uid"], "deleted")
     if scenario.captured:

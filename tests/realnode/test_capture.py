@@ -8,14 +8,11 @@ test lets the hand succeed and the worker fail on its own, for final cleanup.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-import redis.asyncio
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
 from tests.realnode import images
@@ -29,12 +26,7 @@ SLUG = "real"
 
 
 async def record(redis_url: str, name: str, execution: str) -> Any:
-    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        raw = await connection.hget(store_.key(PREFIX, SLUG, name), execution)
-    finally:
-        await connection.aclose()
-    return None if raw is None else json.loads(raw)
+    return await helpers.stored(redis_url, slug=SLUG, name=name, execution=execution)
 
 
 async def refuse(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.realnode import images
+from tests.realnode.test_node import pod as busybox_pod
 from tests.support.cluster import ControlPlane, host
 from tests.support.redis_server import RedisServer
 
@@ -231,19 +232,12 @@ def manifest(plane: ControlPlane, namespace: str, document: dict[str, Any]) -> N
     run(plane, "kubectl", "apply", "-n", namespace, "-f", str(path))
 
 
-@pytest.mark.pod_security("restricted")
-def test_two_replicas_in_cluster_survive_the_leader_pod_being_killed(
-    control_plane: ControlPlane, namespace: str, swarm_crds: list[str]
-) -> None:
-    from tests.realnode.test_node import pod as busybox_pod
-
-    release, slug, count = "ha", "ha", 6
-    install(
-        control_plane, namespace=namespace, release=release,
-        values=("--set", "replicas=2", "--set", "operator.leaseDurationSeconds=6"),
-    )  # fmt: skip
-    leader = lease_holder_pod(control_plane, namespace=namespace, release=release)
-    executions = [f"ha-{i}" for i in range(count)]
+def refuse_planted_workers(
+    plane: ControlPlane, *, namespace: str, slug: str, executions: list[str]
+) -> dict[str, str]:
+    """Plant a failed worker (a real container that prints its refusal and exits 78) under each
+    execution's Pod name and labels, then a Swarm and Executions whose hand is refused; return
+    each planted Pod's UID."""
     uids: dict[str, str] = {}
     for execution in executions:
         worker = busybox_pod("w", f"echo 'worker startup refused: {execution}'; exit 78")
@@ -255,24 +249,39 @@ def test_two_replicas_in_cluster_survive_the_leader_pod_being_killed(
                 "swarm.agentihooks.io/generation": "1",
             },
         }
-        manifest(control_plane, namespace, worker)
+        manifest(plane, namespace, worker)
     for execution in executions:
-        run(control_plane, "kubectl", "wait", "-n", namespace, "--for=jsonpath={.status.phase}=Failed",
+        run(plane, "kubectl", "wait", "-n", namespace, "--for=jsonpath={.status.phase}=Failed",
             f"pod/swarm-worker-{execution}-1", "--timeout=90s")  # fmt: skip
         uids[execution] = run(
-            control_plane, "kubectl", "get", "pod", f"swarm-worker-{execution}-1", "-n", namespace,
+            plane, "kubectl", "get", "pod", f"swarm-worker-{execution}-1", "-n", namespace,
             "-o", "jsonpath={.metadata.uid}",
         )  # fmt: skip
-    manifest(control_plane, namespace, {
+    manifest(plane, namespace, {
         "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Swarm", "metadata": {"name": slug},
         "spec": {"registration": {"projects": ["registered"]}, "worker": {"image": images.BUSYBOX}},
     })  # fmt: skip
     for execution in executions:
-        manifest(control_plane, namespace, {
+        manifest(plane, namespace, {
             "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Execution",
             "metadata": {"name": execution},
             "spec": {"swarm": slug, "project": "outside", "task": {"n": execution}},
         })  # fmt: skip
+    return uids
+
+
+@pytest.mark.pod_security("restricted")
+def test_two_replicas_in_cluster_survive_the_leader_pod_being_killed(
+    control_plane: ControlPlane, namespace: str, swarm_crds: list[str]
+) -> None:
+    release, slug, count = "ha", "ha", 6
+    install(
+        control_plane, namespace=namespace, release=release,
+        values=("--set", "replicas=2", "--set", "operator.leaseDurationSeconds=6"),
+    )  # fmt: skip
+    leader = lease_holder_pod(control_plane, namespace=namespace, release=release)
+    executions = [f"ha-{i}" for i in range(count)]
+    uids = refuse_planted_workers(control_plane, namespace=namespace, slug=slug, executions=executions)
     # Refusals are in flight: kill the leader's Pod outright; the standby takes over.
     run(control_plane, "kubectl", "delete", "pod", leader, "-n", namespace, "--grace-period=0", "--force")
     for execution in executions:
@@ -310,35 +319,10 @@ def test_records_survive_the_bundled_redis_pod_being_deleted(
 ) -> None:
     """Issue 10: the bundled Redis keeps its data on a PersistentVolumeClaim (AOF, fsync always),
     so deleting its Pod loses no record; read with the spec's commands before and after."""
-    from tests.realnode.test_node import pod as busybox_pod
-
     release, slug = "keep", "keep"
     install(control_plane, namespace=namespace, release=release)
     executions = [f"keep-{i}" for i in range(3)]
-    for execution in executions:
-        worker = busybox_pod("w", f"echo 'worker startup refused: {execution}'; exit 78")
-        worker["metadata"] = {
-            "name": f"swarm-worker-{execution}-1",
-            "labels": {
-                "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{slug}",
-                "swarm.agentihooks.io/execution-id": execution,
-                "swarm.agentihooks.io/generation": "1",
-            },
-        }
-        manifest(control_plane, namespace, worker)
-    for execution in executions:
-        run(control_plane, "kubectl", "wait", "-n", namespace, "--for=jsonpath={.status.phase}=Failed",
-            f"pod/swarm-worker-{execution}-1", "--timeout=90s")  # fmt: skip
-    manifest(control_plane, namespace, {
-        "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Swarm", "metadata": {"name": slug},
-        "spec": {"registration": {"projects": ["registered"]}, "worker": {"image": images.BUSYBOX}},
-    })  # fmt: skip
-    for execution in executions:
-        manifest(control_plane, namespace, {
-            "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Execution",
-            "metadata": {"name": execution},
-            "spec": {"swarm": slug, "project": "outside", "task": {"n": execution}},
-        })  # fmt: skip
+    refuse_planted_workers(control_plane, namespace=namespace, slug=slug, executions=executions)
     for execution in executions:
         run(control_plane, "kubectl", "wait", "-n", namespace, "--for=jsonpath={.status.phase}=Done",
             f"execution/{execution}", "--timeout=120s")  # fmt: skip

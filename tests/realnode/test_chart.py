@@ -59,10 +59,14 @@ def run(plane: ControlPlane, tool: str, *args: str, timeout: float = 240, check:
 
 
 def install(plane: ControlPlane, *, namespace: str, release: str, values: tuple[str, ...] = ()) -> None:
-    run(
+    done = run(
         plane, "helm", "install", release, str(CHART), "--namespace", namespace, *IMAGE_VALUES, *values,
-        "--set", "operator.cleanupIntervalSeconds=2", "--wait", "--timeout", "180s",
+        "--set", "operator.cleanupIntervalSeconds=2", "--wait", "--timeout", "180s", check=False,
     )  # fmt: skip
+    if "STATUS: deployed" not in done:
+        pods = run(plane, "kubectl", "get", "pods", "-A", "-o", "wide", check=False)
+        described = run(plane, "kubectl", "describe", "pods", "-n", namespace, check=False)
+        raise AssertionError(f"helm install {release} did not deploy:\n{done}\n{pods}\n{described[-6000:]}")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -174,6 +175,7 @@ def release(*, workdir: Path) -> None:
         if Path(recorded["workdir"]) == workdir:
             state = recorded
     kill_pids(_ours(workdir))
+    _kill_containers()
     unmount_below(workdir)
     unmount_below(runtime_dir(workdir))
     shutil.rmtree(runtime_dir(workdir), ignore_errors=True)
@@ -205,19 +207,49 @@ def unmount_below(root: Path) -> None:
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
-def _remove_cgroups() -> None:
+def _cgroup_members() -> list[int]:
+    """Every process in a cgroup below the node's cgroup root (containers, whatever their argv)."""
+    found: set[int] = set()
     for hierarchy in _cgroup_hierarchies():
         root = hierarchy / CGROUP_ROOT
-        if not root.is_dir():
-            continue
-        # rmdir bottom-up; a cgroup with processes left cannot be removed (they were killed above).
-        for directory in sorted(
-            (p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
-        ):
+        for procs in root.rglob("cgroup.procs") if root.is_dir() else ():
             with contextlib.suppress(OSError):
-                directory.rmdir()
-        with contextlib.suppress(OSError):
-            root.rmdir()
+                found.update(int(line) for line in procs.read_text().split() if line.isdigit())
+    return sorted(found)
+
+
+def _kill_containers() -> None:
+    """A container's processes name nothing of ours in their argv and outlive their shim: find
+    them by their cgroup, below the node's root (which only the claiming node uses), and kill them."""
+    for _ in range(3):
+        members = _cgroup_members()
+        if not members:
+            return
+        kill_pids(members)
+
+
+def _remove_cgroups(*, timeout: float = 10.0) -> None:
+    """rmdir the node's cgroups bottom-up; a cgroup whose last process is still exiting is busy
+    for a moment, so retry until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = False
+        for hierarchy in _cgroup_hierarchies():
+            root = hierarchy / CGROUP_ROOT
+            if not root.is_dir():
+                continue
+            below = [p for p in root.rglob("*") if p.is_dir()]
+            for directory in [*sorted(below, key=lambda p: len(p.parts), reverse=True), root]:
+                try:
+                    directory.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    busy = True
+        if not busy or time.monotonic() > deadline:
+            return
+        _kill_containers()
+        time.sleep(0.1)
 
 
 def _restore_nftables(saved: str) -> None:

@@ -148,9 +148,8 @@ def claim(*, workdir: Path) -> None:
 
 
 def _kubelet_runs(workdir: Path) -> bool:
-    return any(
-        Path(cmdline(pid)[0]).name == "kubelet" for pid in pids_mentioning(str(workdir)) if cmdline(pid)
-    )
+    argvs = (cmdline(pid) for pid in pids_mentioning(str(workdir)))
+    return any(Path(argv[0]).name == "kubelet" for argv in argvs if argv)
 
 
 def adopt(*, workdir: Path, owner: int) -> None:
@@ -267,8 +266,9 @@ def leftovers(*, workdir: Path) -> list[str]:
     found: list[str] = []
     if CLAIM_FILE.exists() and claimed_workdir() == workdir:
         found.append(f"claim file {CLAIM_FILE}")
-    if _ours(workdir):
-        found.append(f"processes of the node in {workdir}: {_ours(workdir)}")
+    running = _ours(workdir)
+    if running:
+        found.append(f"processes of the node in {workdir}: {running}")
     if runtime_dir(workdir).exists():
         found.append(f"directory {runtime_dir(workdir)}")
     prefix = str(workdir)

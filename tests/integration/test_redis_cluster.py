@@ -159,6 +159,9 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
         await asyncio.to_thread(topology.wait_promoted, old=victim, key=index)
         await asyncio.to_thread(victim.start)  # Back as the new primary's replica (its nodes.conf).
         await asyncio.to_thread(topology.wait_replicated)
+        # Until the restarted node has heard the cluster's gossip it answers CLUSTERDOWN; a read
+        # sent to it then (the URL names the first node, which may be it) proves nothing.
+        await asyncio.to_thread(topology.wait_healthy, timeout=60)
 
     async with _runtime(control_plane.kubeconfig, config, collector) as (runtime, _):
         for phase, action in enumerate(("reshard", "failover")):

@@ -135,7 +135,32 @@ class ClusterTopology:
             if states and all("cluster_state:ok" in str(s) for s in states):
                 return
             time.sleep(0.1)
-        raise RedisServerError(f"the cluster is not ok after {timeout}s")
+        raise RedisServerError(f"the cluster is not ok after {timeout}s:\n{self.describe()}")
+
+    def describe(self) -> str:
+        """Each node's own view (state, epoch, ``CLUSTER NODES``) and its log's last lines."""
+        parts = []
+        for server in self.servers:
+            view = "not running"
+            if server.running:
+                try:
+                    client = self._client(server)
+                    info = str(client.execute_command("CLUSTER", "INFO"))  # type: ignore[no-untyped-call]
+                    state = " ".join(
+                        line.strip()
+                        for line in info.splitlines()
+                        if line.startswith(("cluster_state", "cluster_current_epoch", "cluster_slots_"))
+                    )
+                    view = f"{state}\n{client.execute_command('CLUSTER', 'NODES')}"  # type: ignore[no-untyped-call]
+                except redis.exceptions.RedisError as e:
+                    view = f"no answer: {e}"
+            log = (
+                server.log_file.read_text(errors="replace").splitlines()[-15:]
+                if server.log_file.exists()
+                else []
+            )
+            parts.append(f"--- node {server.port}: {view}\n" + "\n".join(log))
+        return "\n".join(parts)
 
     def wait_replicated(self, *, timeout: float = 30) -> None:
         """Every primary with a slot has a replica whose link is up and in sync."""

@@ -15,10 +15,12 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from kubernetes_asyncio import client
 from redis.crc import key_slot
 
@@ -32,6 +34,7 @@ from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.proxy import FaultProxy
 from tests.support.redis_cluster import ClusterTopology
+from tests.support.redis_server import RedisServerError
 
 pytestmark = pytest.mark.integration
 
@@ -159,9 +162,6 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
         await asyncio.to_thread(topology.wait_promoted, old=victim, key=index)
         await asyncio.to_thread(victim.start)  # Back as the new primary's replica (its nodes.conf).
         await asyncio.to_thread(topology.wait_replicated)
-        # Until the restarted node has heard the cluster's gossip it answers CLUSTERDOWN; a read
-        # sent to it then (the URL names the first node, which may be it) proves nothing.
-        await asyncio.to_thread(topology.wait_healthy, timeout=60)
 
     async with _runtime(control_plane.kubeconfig, config, collector) as (runtime, _):
         for phase, action in enumerate(("reshard", "failover")):
@@ -183,10 +183,29 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
                     await task
 
     people = store_.connect(config)  # The spec's read command, in cluster mode.
+    # What is checked is what Redis kept, once the cluster serves reads again: a node that has
+    # not yet heard the cluster's gossip after its restart answers CLUSTERDOWN (twice in CI's
+    # full runs the read came too early; redis-py retries for ~3 s only).
+    try:
+        await asyncio.to_thread(topology.wait_healthy, timeout=60)
+    except RedisServerError as e:
+        print(f"seed {seed}: reading anyway; {e}")
 
     def read(execution: str) -> str | None:
-        raw = people.redis.hget(people.key(SLUG, store_.STARTUP_DIAGNOSTICS), execution)
-        return None if raw is None else str(raw)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                raw = people.redis.hget(people.key(SLUG, store_.STARTUP_DIAGNOSTICS), execution)
+            except (
+                redis.exceptions.ClusterDownError,
+                redis.exceptions.SlotNotCoveredError,
+                redis.exceptions.ConnectionError,
+            ):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"seed {seed}: no read in 60 s\n{topology.describe()}") from None
+                time.sleep(0.5)
+                continue
+            return None if raw is None else str(raw)
 
     missing = burst.lost(planted, removed, read=read)
     deleted = sum(removed.values())

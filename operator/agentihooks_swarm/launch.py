@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Protocol
+from collections.abc import AsyncIterator
+from typing import Any, Final, Protocol
 
 from agentihooks_swarm import errors, events, leadership, metrics, records, resources, status
 from agentihooks_swarm.kubernetes import diagnostics, labels, pods
@@ -489,7 +490,7 @@ async def relaunch_after_swarm_change(
     name = (swarm.get("metadata") or {}).get("name")
     stamp = status.swarm_stamp(swarm)
     nudged = []
-    for execution in await client.list_custom(namespace=namespace, plural="executions"):
+    async for execution in _invalid_executions(client=client, namespace=namespace):
         if (execution.get("spec") or {}).get("swarm") != name:
             continue
         if not status.stale_rejection(execution.get("status") or {}, swarm_stamp=stamp):
@@ -505,3 +506,29 @@ async def relaunch_after_swarm_change(
         )
         nudged.append(str(metadata["name"]))
     return nudged
+
+
+#: Executions listed per page when a Swarm changes.
+INVALID_PAGE: Final = 500
+
+
+async def _invalid_executions(*, client: pods.PodClient, namespace: str) -> AsyncIterator[dict[str, Any]]:
+    """The namespace's Invalid Executions (the only ones a Swarm change may relaunch), page by page.
+
+    Selected by the API server on ``status.phase`` (a selectable field of the CRD): a namespace
+    with 20,000 Done Executions is not read whole on every Swarm change.
+    """
+    cont = ""
+    while True:
+        page = await client.list_custom_page(
+            namespace=namespace,
+            plural="executions",
+            field_selector=f"status.phase={status.INVALID}",
+            limit=INVALID_PAGE,
+            cont=cont,
+        )
+        for execution in page.get("items") or []:
+            yield execution
+        cont = (page.get("metadata") or {}).get("continue") or ""
+        if not cont:
+            return

@@ -378,15 +378,6 @@ class PodClient:
         except errors.NotFound:
             return None
 
-    async def list_custom(self, *, namespace: str, plural: str) -> builtins.list[Object]:
-        found = await self._json(
-            "GET",
-            f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/{plural}",
-            what=f"list {plural} {namespace}",
-        )
-        items: builtins.list[Object] = found.get("items") or []
-        return items
-
     async def annotate_custom(
         self, *, namespace: str, plural: str, name: str, annotations: dict[str, str]
     ) -> Object:

@@ -172,23 +172,15 @@ class Watcher:
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _list(self) -> str:
-        cont, count, version = "", 0, ""
-        while True:
-            page = await self.client.list_custom_page(
-                namespace=self.namespace,
-                plural="executions",
-                field_selector=FIELD_SELECTOR_DONE,
-                limit=PAGE,
-                cont=cont,
-            )
+        count, version = 0, ""
+        async for page in self.client.list_custom_pages(
+            namespace=self.namespace, plural="executions", field_selector=FIELD_SELECTOR_DONE, limit=PAGE
+        ):
             for item in page.get("items") or []:
                 count += 1
                 await self._seen(event=None, body=item)
-            metadata = _mapping(page.get("metadata"))
-            version, cont = str(metadata.get("resourceVersion") or ""), str(metadata.get("continue") or "")
+            version = str(_mapping(page.get("metadata")).get("resourceVersion") or "")
             del page
-            if not cont:
-                break
         self.listed = count
         logger.info("%d Done executions listed; %d of them expire.", count, len(self.expiry))
         return version

@@ -518,17 +518,11 @@ async def _invalid_executions(*, client: pods.PodClient, namespace: str) -> Asyn
     Selected by the API server on ``status.phase`` (a selectable field of the CRD): a namespace
     with 20,000 Done Executions is not read whole on every Swarm change.
     """
-    cont = ""
-    while True:
-        page = await client.list_custom_page(
-            namespace=namespace,
-            plural="executions",
-            field_selector=f"status.phase={status.INVALID}",
-            limit=INVALID_PAGE,
-            cont=cont,
-        )
+    async for page in client.list_custom_pages(
+        namespace=namespace,
+        plural="executions",
+        field_selector=f"status.phase={status.INVALID}",
+        limit=INVALID_PAGE,
+    ):
         for execution in page.get("items") or []:
             yield execution
-        cont = (page.get("metadata") or {}).get("continue") or ""
-        if not cont:
-            return

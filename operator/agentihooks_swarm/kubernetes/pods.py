@@ -408,6 +408,22 @@ class PodClient:
             what=f"list {plural} {namespace or 'everywhere'} {field_selector}",
         )
 
+    async def list_custom_pages(
+        self, *, namespace: str | None, plural: str, field_selector: str, limit: int
+    ) -> AsyncIterator[Object]:
+        """Every page of a list, in order (each with ``items`` and ``metadata``); one page is held at
+        a time: the caller's, until it asks for the next."""
+        cont = ""
+        while True:
+            page = await self.list_custom_page(
+                namespace=namespace, plural=plural, field_selector=field_selector, limit=limit, cont=cont
+            )
+            cont = str((page.get("metadata") or {}).get("continue") or "")
+            yield page
+            del page
+            if not cont:
+                return
+
     async def watch_custom(
         self, *, namespace: str | None, plural: str, field_selector: str, version: str, seconds: int
     ) -> AsyncIterator[Object]:

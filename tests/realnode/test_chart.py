@@ -17,7 +17,7 @@ import pytest
 
 from tests.realnode import images
 from tests.realnode.test_node import pod as busybox_pod
-from tests.support.cluster import ControlPlane, host
+from tests.support.cluster import ControlPlane, condition_true, host
 from tests.support.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -348,8 +348,7 @@ def test_records_survive_the_bundled_redis_pod_being_deleted(
     while not [
         p
         for p in redis_pods(control_plane, namespace)
-        if p["metadata"]["uid"] != old["uid"]
-        and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+        if p["metadata"]["uid"] != old["uid"] and condition_true(p, "Ready")
     ]:
         assert time.monotonic() < deadline, "the bundled Redis did not come back Ready in 120s"
         time.sleep(1)

@@ -9,7 +9,7 @@ from typing import Final
 
 import yaml
 
-from tests.support.cluster import ClusterError, ControlPlane
+from tests.support.cluster import ClusterError, ControlPlane, condition_true
 
 CRDS: Final = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 #: kopf's peering CRDs, as the chart ships them (the operator's own CRDs' one source is CRDS).
@@ -36,10 +36,9 @@ def apply(control_plane: ControlPlane, *, timeout: float = 30.0) -> list[str]:
     for name in names:
         while True:
             found = control_plane.request_json("GET", f"{_API}/{name}")
-            conditions = {c["type"]: c["status"] for c in found.get("status", {}).get("conditions", [])}
-            if conditions.get("Established") == "True":
+            if condition_true(found, "Established"):
                 break
             if time.monotonic() > deadline:
-                raise ClusterError(f"CRD {name} not established: {json.dumps(conditions)}")
+                raise ClusterError(f"CRD {name} not established: {json.dumps(found.get('status'))}")
             time.sleep(0.1)
     return names

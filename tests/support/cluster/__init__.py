@@ -33,6 +33,7 @@ from tests.support.cluster.control_plane import (
     ControlPlane,
     NodeKind,
     build,
+    condition_true,
     start,
 )
 from tests.support.cluster.kwok_node import EMPTY_LOG, NODE_NAME
@@ -52,6 +53,7 @@ __all__ = [
     "ControlPlane",
     "NodeKind",
     "build",
+    "condition_true",
     "main",
     "start",
     "state_dir",

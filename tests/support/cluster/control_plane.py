@@ -533,18 +533,25 @@ def api_ok(plane: ControlPlane, path: str, *, expect: bytes | None = b"ok") -> b
     return True if expect is None or body.strip() == expect else None
 
 
+def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    """``obj`` has condition ``kind`` with status True; a missing or null status or list is False.
+
+    A CRD just created can answer ``"status": {"conditions": null}`` before its first condition.
+    """
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
 def crd_established(plane: ControlPlane, name: str) -> bool | None:
     crd = plane.request_json("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    conditions = crd.get("status", {}).get("conditions", [])
-    established = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-    return True if established else None
+    return True if condition_true(crd, "Established") else None
 
 
 def node_ready(plane: ControlPlane, *, port: int | None = None) -> bool | None:
     """The node is Ready, has no ``not-ready`` taint and (``port``) serves on that port."""
     node = plane.request_json("GET", f"/api/v1/nodes/{plane.node_name}")
-    status = node.get("status", {})
-    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+    status = node.get("status") or {}
+    ready = condition_true(node, "Ready")
     served = status.get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port")
     tainted = any(t["key"].startswith("node.kubernetes.io/") for t in node["spec"].get("taints", []))
     return True if ready and (port is None or served == port) and not tainted else None

@@ -13,9 +13,10 @@ The log limits are fixed by the spec and have no setting.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import datetime
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
 import aiohttp
@@ -29,6 +30,8 @@ LOG_TAIL_LINES: Final = 200
 LOG_LIMIT_BYTES: Final = 64 * 1024
 #: Events listed per Pod for a capture (the capture keeps the newest 20 of them).
 EVENTS_LIST_LIMIT: Final = 500
+#: The Events of Pods: what ``event_index`` lists and watches.
+POD_EVENTS_SELECTOR: Final = "involvedObject.kind=Pod"
 #: How much of a log stream we are willing to read past the byte limit to find its newest lines.
 LOG_STREAM_MAX_BYTES: Final = 64 * 1024 * 1024
 
@@ -59,6 +62,19 @@ def _status_error(*, status: int, body: bytes, what: str) -> errors.ApiError:
     elif status == 409:
         sorted_by = errors.PreconditionFailed
     return sorted_by(text, status=status, reason=reason, detail=errors.trim(message, limit=errors.MAX_QUOTE))
+
+
+@contextlib.contextmanager
+def _reading(what: str, *, stalled: str = "the answer did not arrive in time") -> Iterator[None]:
+    """Sort a failure while an answer's body is read: a timeout, or a broken connection."""
+    try:
+        yield
+    except errors.ApiError:
+        raise
+    except TimeoutError as e:
+        raise errors.ApiTimeout(f"{what}: {stalled}") from e
+    except (aiohttp.ClientError, OSError) as e:
+        raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
 
 
 class PodClient:
@@ -111,11 +127,8 @@ class PodClient:
     async def _json(self, method: str, path: str, *, what: str, **kwargs: Any) -> Object:
         response = await self._request(method, path, what=what, **kwargs)
         try:
-            raw = await response.read()
-        except TimeoutError as e:
-            raise errors.ApiTimeout(f"{what}: the answer did not arrive in time") from e
-        except (aiohttp.ClientError, OSError) as e:
-            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
+            with _reading(what):
+                raw = await response.read()
         finally:
             response.release()
         result: Object = json.loads(raw)
@@ -191,15 +204,12 @@ class PodClient:
         window = logs.Window(limit=LOG_LIMIT_BYTES)
         seen = 0
         try:
-            async for chunk in stream.content.iter_chunked(64 * 1024):
-                window.feed(chunk)
-                seen += len(chunk)
-                if seen > LOG_STREAM_MAX_BYTES:
-                    break
-        except TimeoutError as e:
-            raise errors.ApiTimeout(f"{what}: the log stream did not finish in time") from e
-        except (aiohttp.ClientError, OSError) as e:
-            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
+            with _reading(what, stalled="the log stream did not finish in time"):
+                async for chunk in stream.content.iter_chunked(64 * 1024):
+                    window.feed(chunk)
+                    seen += len(chunk)
+                    if seen > LOG_STREAM_MAX_BYTES:
+                        break
         finally:
             stream.release()
         return logs.fit(
@@ -223,6 +233,65 @@ class PodClient:
         )
         items: builtins.list[Object] = found.get("items") or []
         return items
+
+    async def list_pod_events_page(self, *, namespace: str | None, limit: int, cont: str = "") -> Object:
+        """One page of every Pod's Events (``POD_EVENTS_SELECTOR``), in one namespace or all."""
+        query = [("fieldSelector", POD_EVENTS_SELECTOR), ("limit", str(limit))]
+        if cont:
+            query.append(("continue", cont))
+        return await self._json(
+            "GET",
+            self._core_path(namespace, "events"),
+            query=query,
+            what=f"list pod events {namespace or 'everywhere'}",
+        )
+
+    def watching_pod_events(
+        self, *, namespace: str | None, version: str, seconds: int
+    ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Object]]:
+        """A watch of every Pod's Events from ``version``: entering it sends the request (and raises
+        if it is refused), iterating yields the watch events until the server ends the stream."""
+        return self._watching(
+            self._core_path(namespace, "events"),
+            field_selector=POD_EVENTS_SELECTOR,
+            version=version,
+            seconds=seconds,
+            what=f"watch pod events {namespace or 'everywhere'}",
+        )
+
+    @staticmethod
+    def _core_path(namespace: str | None, plural: str) -> str:
+        return f"/api/v1/namespaces/{namespace}/{plural}" if namespace else f"/api/v1/{plural}"
+
+    @contextlib.asynccontextmanager
+    async def _watching(
+        self, path: str, *, field_selector: str, version: str, seconds: int, what: str
+    ) -> AsyncIterator[AsyncIterator[Object]]:
+        response = await self._request(
+            "GET",
+            path,
+            query=[
+                ("watch", "1"),
+                ("fieldSelector", field_selector),
+                ("resourceVersion", version),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", str(seconds)),
+            ],
+            timeout_seconds=seconds + self._timeout,
+            what=what,
+        )
+        try:
+            yield self._watch_events(response, what=what)
+        finally:
+            response.release()
+
+    @staticmethod
+    async def _watch_events(response: aiohttp.ClientResponse, *, what: str) -> AsyncIterator[Object]:
+        with _reading(what, stalled="the stream stalled"):
+            async for line in response.content:
+                if line.strip():
+                    event: Object = json.loads(line)
+                    yield event
 
     async def set_active_deadline(
         self,
@@ -264,16 +333,13 @@ class PodClient:
     async def _read_all(response: aiohttp.ClientResponse, *, what: str, cap: int) -> bytes:
         data = bytearray()
         try:
-            while len(data) < cap:
-                chunk = await response.content.read(cap - len(data))
-                if not chunk:
-                    break
-                data += chunk
+            with _reading(what):
+                while len(data) < cap:
+                    chunk = await response.content.read(cap - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
             return bytes(data)
-        except TimeoutError as e:
-            raise errors.ApiTimeout(f"{what}: the answer did not arrive in time") from e
-        except (aiohttp.ClientError, OSError) as e:
-            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
         finally:
             response.release()
 
@@ -428,31 +494,15 @@ class PodClient:
         self, *, namespace: str | None, plural: str, field_selector: str, version: str, seconds: int
     ) -> AsyncIterator[Object]:
         """The watch events from ``version`` until the server ends the stream (after ``seconds``)."""
-        what = f"watch {plural} {namespace or 'everywhere'} {field_selector}"
-        response = await self._request(
-            "GET",
+        async with self._watching(
             self._custom_path(namespace=namespace, plural=plural),
-            query=[
-                ("watch", "1"),
-                ("fieldSelector", field_selector),
-                ("resourceVersion", version),
-                ("allowWatchBookmarks", "true"),
-                ("timeoutSeconds", str(seconds)),
-            ],
-            timeout_seconds=seconds + self._timeout,
-            what=what,
-        )
-        try:
-            async for line in response.content:
-                if line.strip():
-                    event: Object = json.loads(line)
-                    yield event
-        except TimeoutError as e:
-            raise errors.ApiTimeout(f"{what}: the stream stalled") from e
-        except (aiohttp.ClientError, OSError) as e:
-            raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
-        finally:
-            response.release()
+            field_selector=field_selector,
+            version=version,
+            seconds=seconds,
+            what=f"watch {plural} {namespace or 'everywhere'} {field_selector}",
+        ) as events:
+            async for event in events:
+                yield event
 
     async def patch_custom(self, *, namespace: str, plural: str, name: str, body: Object) -> Object:
         """A JSON merge patch of the object (metadata and spec; not its status)."""

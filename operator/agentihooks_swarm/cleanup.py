@@ -126,7 +126,7 @@ class _Pass:
     ) -> records.StartupCapture | None:
         metrics = self.runtime.metrics
         try:
-            capture = await self.runtime.startup(pod, self.runtime.pods)
+            capture = await self.runtime.startup(pod, self.runtime.reader)
         except (errors.ApiRefused, ConnectionError, TimeoutError) as e:
             metrics.log_read_failures.labels(path="cleanup", cause=metrics_.cause(e)).inc()
             entry.log_reads = (entry.log_reads or 0) + 1
@@ -136,7 +136,7 @@ class _Pass:
                     f"log read {entry.log_reads} of {LOG_READS} for pod {entry.name} failed: {e}; "
                     "the pod stays and the next pass retries (check the controller Role for pods/log)"
                 ) from e
-            capture = await self.runtime.startup(pod, self.runtime.pods, read_logs=False, failed_read=e)
+            capture = await self.runtime.startup(pod, self.runtime.reader, read_logs=False, failed_read=e)
             metrics.captures.labels(path="cleanup", result="degraded").inc()
             if capture is not None:
                 metrics_.count_capture(metrics, path="cleanup", capture=capture)

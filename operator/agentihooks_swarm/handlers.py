@@ -111,7 +111,8 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
 
 
 def _background(*, memo: Any, config: settings_.Settings, finalizer: str) -> list[asyncio.Task[None]]:
-    """The operator-wide tasks: the passes over Executions in flight, the Done ones, their expiry."""
+    """The operator-wide tasks: the passes over Executions in flight, the Done ones, their expiry,
+    and the index of the Pods' Events that captures read."""
     wired: launch.Runtime = memo.runtime
     leader: leadership.Leadership = memo.leader
 
@@ -141,6 +142,7 @@ def _background(*, memo: Any, config: settings_.Settings, finalizer: str) -> lis
             name="passes",
         ),
         asyncio.create_task(watcher.run(), name="done executions"),
+        *([asyncio.create_task(wired.events.run(), name="pod events")] if wired.events is not None else []),
         asyncio.create_task(
             finished.run_expiry(expiry=memo.expiry, holds=leader.holds, delete=wired.pods.delete_custom),
             name="expiry",

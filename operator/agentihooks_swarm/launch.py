@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Final, Protocol
 
 from agentihooks_swarm import errors, events, leadership, metrics, records, resources, status
-from agentihooks_swarm.kubernetes import diagnostics, labels, pods
+from agentihooks_swarm.kubernetes import diagnostics, event_index, labels, pods
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,16 @@ class Runtime:
     #: setting or variable for it. Only ``tests/bench`` assembles a runtime with another one, to
     #: measure the capture's cost against a baseline that captures nothing.
     startup: diagnostics.Capture = diagnostics.startup
+    #: The operator's index of the Pods' Events (``event_index``); without it, or while it is out of
+    #: sync, a capture lists the Pod's Events itself.
+    events: event_index.EventIndex | None = None
+
+    @property
+    def reader(self) -> diagnostics.Reader:
+        """What a capture reads a Pod's logs and Events from."""
+        if self.events is None:
+            return self.pods
+        return event_index.IndexedReader(client=self.pods, index=self.events)
 
 
 def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
@@ -375,7 +385,7 @@ async def _remove_at_launch(
     if metadata.get("deletionTimestamp"):
         return Removal(removed=False, why="it is already being deleted")
     try:
-        capture = await runtime.startup(pod, client)
+        capture = await runtime.startup(pod, runtime.reader)
     except (errors.ApiError, ConnectionError, TimeoutError) as e:
         runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
         runtime.metrics.captures.labels(path="launch", result="kept").inc()

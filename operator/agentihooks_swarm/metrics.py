@@ -58,6 +58,17 @@ class Metrics:
             ["path", "cause"],  # cause: refused|unavailable|timeout
             registry=self.registry,
         )
+        self.pod_events_reads = prometheus_client.Counter(
+            "agentihooks_swarm_pod_events_reads",
+            "Reads of a Pod's Events for a capture, by source: the operator's Events index, or a list.",
+            ["source"],  # index|list (list: the index was out of sync, or had dropped the Pod)
+            registry=self.registry,
+        )
+        self.event_index_synced = prometheus_client.Gauge(
+            "agentihooks_swarm_event_index_synced",
+            "1 while the index of the Pods' Events is in sync with the API server (its watch runs).",
+            registry=self.registry,
+        )
         self.startup_deadlines = prometheus_client.Counter(
             "agentihooks_swarm_startup_deadlines",
             "Worker Pods past their startup deadline, by what the operator did.",

@@ -16,7 +16,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s, config as k8s_config
 
 from agentihooks_swarm import launch, metrics, settings as settings_, store
-from agentihooks_swarm.kubernetes import pods
+from agentihooks_swarm.kubernetes import event_index, pods
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +66,20 @@ async def open_runtime(
     *, settings: settings_.Settings, collector: metrics.Metrics
 ) -> AsyncIterator[tuple[launch.Runtime, store.AsyncStore]]:
     api = await api_client()
+    client = pods.PodClient(api=api, timeout=settings.api_timeout_seconds)
     try:
         async with store.open_store(settings, metrics=collector) as redis_store:
             yield (
                 launch.Runtime(
-                    pods=pods.PodClient(api=api, timeout=settings.api_timeout_seconds),
+                    pods=client,
                     recorder=redis_store,
                     metrics=collector,
                     startup_deadline_seconds=settings.startup_deadline_seconds,
+                    # Filled once its task runs (handlers' start-up); until it is in sync, or
+                    # without it, captures list each Pod's Events.
+                    events=event_index.EventIndex(
+                        client=client, namespace=settings.namespace, metrics=collector
+                    ),
                 ),
                 redis_store,
             )

@@ -181,6 +181,8 @@ def normalise(call: Call) -> str:
         kind = "?fieldSelector=metadata.name={name}"
     elif "fieldSelector=involvedObject.uid" in call.query:
         kind = "?fieldSelector=involvedObject.uid={uid}"
+    elif "fieldSelector=involvedObject.kind=Pod" in call.query:
+        kind = "?fieldSelector=involvedObject.kind=Pod"
     elif "labelSelector=" in call.query:
         kind = "?labelSelector={attempt}"
     return f"{call.method} {path}{kind}"
@@ -193,8 +195,9 @@ def per_pod(calls: Sequence[Call], *, pods: int) -> dict[str, float]:
 
 
 def operator_wide(name: str) -> bool:
-    """Watches and the leadership Lease cost per operator and per second, not per Pod."""
-    return name.endswith("?watch") or "/leases" in name
+    """Watches, the Events index's list and the leadership Lease cost per operator and per second,
+    not per Pod."""
+    return name.endswith(("?watch", "?fieldSelector=involvedObject.kind=Pod")) or "/leases" in name
 
 
 def operator_wide_calls(calls: Iterable[Call]) -> dict[str, int]:

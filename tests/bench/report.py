@@ -61,9 +61,10 @@ WHY: Final[dict[str, str]] = {
     ),
     "POST /api/v1/namespaces/{ns}/configmaps": "the hand: the grant ConfigMap (owned by the Pod)",
     "GET /api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.uid={uid}": (
-        "the capture's Events (issue 12, additive): one list of the refused Pod's own Events by its "
-        "UID. The costliest request at scale: no index serves the selector, so the API server reads "
-        "every Event of the namespace (see the notes)"
+        "the capture's Events (issue 12, additive), listed by the Pod's UID only while the "
+        "operator's Events index is out of sync (its first list, a broken watch). The costliest "
+        "request at scale: no index serves the selector, so the API server reads every Event of "
+        "the namespace (see the notes)"
     ),
 }
 WHY_IN: Final[dict[tuple[Scenario, str], str]] = {

@@ -27,6 +27,7 @@ WORKER_RULES: Final = {
     *{("", "services", verb, "*") for verb in ("get", "list", "create", "delete")},
     *{(group, "events", verb, "*") for group in ("", "events.k8s.io") for verb in ("create", "patch")},
     ("", "events", "list", "*"),
+    ("", "events", "watch", "*"),
     *{
         ("swarm.agentihooks.io", plural, verb, "*")
         for plural in ("swarms", "executions")

@@ -204,11 +204,13 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
-# A capture keeps the refused Pod's own Events (listed by involvedObject.uid). Without it the
-# capture has no events field (events_error says 403); nothing else changes.
+# A capture keeps the refused Pod's own Events: the operator lists and watches the Pods' Events
+# once (its index), and lists one Pod's by involvedObject.uid while the index is out of sync.
+# Without watch every capture lists; without list a capture has no events field (events_error
+# says 403). Nothing else changes.
 - apiGroups: [""]
   resources: [events]
-  verbs: [list]
+  verbs: [list, watch]
 # The custom resources: kopf watches and annotates them; status goes through the subresource.
 - apiGroups: [swarm.agentihooks.io]
   resources: [swarms, executions]

@@ -1,0 +1,283 @@
+"""The Pods' Events, listed once and then watched for the whole operator, held by Pod UID.
+
+A capture keeps the refused Pod's own Events. Listed per Pod (``PodClient.pod_events``, a field
+selector on ``involvedObject.uid``), each read makes the API server take every Event of the
+namespace from etcd and filter them: no index serves that selector, and the API server keeps no
+watch cache for Events by default. At scale each capture then costs as much as the namespace has
+Events (``docs/benchmarks.md``). :class:`EventIndex` lists the Pods' Events once
+(``involvedObject.kind=Pod``), then follows a watch from that list, and keeps for each Pod UID the
+fields a capture keeps (:func:`slim`).
+
+A capture reads the index (:class:`IndexedReader`) only while it is in sync: after its list,
+while its watch runs, and for a Pod it has not dropped. Otherwise — before the first list, from a
+failed or refused watch until the next list, a Pod whose entry was dropped — the capture lists
+that Pod's Events as before. So the index changes what a capture costs, never what it may hold.
+As with any watch, an Event written in the last moments before a capture may not have arrived
+yet; Events are best-effort in Kubernetes too (a kubelet batches and rate-limits its own).
+
+Memory: an Event leaves when the API server deletes it (its TTL, one hour by default); a Pod's
+entry leaves when none of its Events changed for ``keep_seconds``, and when more than
+``max_events`` are held the least recently changed Pods leave first. A Pod that left is
+remembered (its UID only), and its captures list its Events again. That memory is bounded too:
+once it has forgotten a UID, the table can no longer tell a Pod without Events from a forgotten
+one, so every Pod it holds nothing for is listed, until the index lists again (at the end of its
+current watch request) and starts whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from agentihooks_swarm import errors, metrics as metrics_
+from agentihooks_swarm.kubernetes import logs, pods
+
+logger = logging.getLogger(__name__)
+
+#: Events listed per request when the index (re)lists.
+PAGE: Final = 500
+#: How long one watch request lasts before it is made again (the API server ends it then).
+WATCH_SECONDS: Final = 300
+#: How long a failed list or watch waits before the index lists again.
+RETRY_SECONDS: Final = 10.0
+#: A Pod's entry is dropped when none of its Events changed for this long (the API server's own
+#: Event TTL is one hour by default, so by then it has dropped them too).
+KEEP_SECONDS: Final = 3600.0
+#: The most Events held; beyond it the least recently changed Pods are dropped.
+MAX_EVENTS: Final = 50_000
+#: Dropped Pods' UIDs remembered (their captures list again), about 120 bytes each.
+MAX_DROPPED: Final = 20_000
+#: The longest Event message held (the capture keeps at most this much of it too).
+MESSAGE_MAX: Final = 1024
+
+Object = dict[str, Any]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def slim(event: Mapping[str, Any]) -> Object:
+    """The fields of an Event that a capture reads (``diagnostics.fit_events``), and no others."""
+    kept: Object = {
+        key: event[key]
+        for key in ("type", "reason", "count", "firstTimestamp", "lastTimestamp", "eventTime")
+        if event.get(key) is not None
+    }
+    message = event.get("message")
+    if isinstance(message, str):
+        kept["message"] = message[:MESSAGE_MAX]
+    series = _mapping(event.get("series"))
+    if series:
+        kept["series"] = {k: series[k] for k in ("count", "lastObservedTime") if k in series}
+    metadata = _mapping(event.get("metadata"))
+    kept["metadata"] = {
+        k: metadata[k] for k in ("resourceVersion", "creationTimestamp") if metadata.get(k) is not None
+    }
+    return kept
+
+
+@dataclasses.dataclass
+class _Pod:
+    events: dict[str, Object]
+    changed: float
+
+
+class Table:
+    """The held Events by Pod UID (pure: no I/O; the clock is passed in)."""
+
+    def __init__(
+        self,
+        *,
+        keep_seconds: float = KEEP_SECONDS,
+        max_events: int = MAX_EVENTS,
+        max_dropped: int = MAX_DROPPED,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.keep_seconds = keep_seconds
+        self.max_events = max_events
+        self.max_dropped = max_dropped
+        self._clock = clock
+        self._pods: collections.OrderedDict[str, _Pod] = collections.OrderedDict()  # oldest change first
+        self._dropped: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._size = 0
+        #: Whether a dropped Pod's UID was forgotten since the last ``clear``.
+        self._forgot = False
+
+    def __len__(self) -> int:
+        """The Events held."""
+        return self._size
+
+    @property
+    def pods(self) -> int:
+        return len(self._pods)
+
+    @property
+    def whole(self) -> bool:
+        """Whether a Pod the table holds nothing for has no Events (no dropped UID was forgotten)."""
+        return not self._forgot
+
+    def clear(self) -> None:
+        """Before a new list: it brings every Event there is, so no Pod needs remembering."""
+        self._pods.clear()
+        self._dropped.clear()
+        self._size = 0
+        self._forgot = False
+
+    def apply(self, *, kind: str | None, event: Mapping[str, Any]) -> None:
+        """One listed Event (``kind`` None) or watch event (ADDED, MODIFIED, DELETED)."""
+        involved = _mapping(event.get("involvedObject"))
+        pod_uid = str(involved.get("uid") or "")
+        event_uid = str(_mapping(event.get("metadata")).get("uid") or "")
+        if not pod_uid or not event_uid or pod_uid in self._dropped:
+            return
+        now = self._clock()
+        entry = self._pods.get(pod_uid)
+        if kind == "DELETED":
+            if entry is not None and entry.events.pop(event_uid, None) is not None:
+                self._size -= 1
+                if not entry.events:
+                    del self._pods[pod_uid]
+            return
+        if entry is None:
+            entry = self._pods[pod_uid] = _Pod(events={}, changed=now)
+        if event_uid not in entry.events:
+            self._size += 1
+        entry.events[event_uid] = slim(event)
+        entry.changed = now
+        self._pods.move_to_end(pod_uid)
+        self._trim(now=now)
+
+    def _trim(self, *, now: float) -> None:
+        while self._pods:
+            uid, oldest = next(iter(self._pods.items()))
+            if self._size <= self.max_events and now - oldest.changed <= self.keep_seconds:
+                return
+            del self._pods[uid]
+            self._size -= len(oldest.events)
+            self._dropped[uid] = None
+            while len(self._dropped) > self.max_dropped:
+                self._dropped.popitem(last=False)
+                self._forgot = True
+
+    def events(self, uid: str) -> list[Object] | None:
+        """The Pod's held Events (maybe none), or None when the table cannot tell: a Pod dropped
+        from it, or one it holds nothing for once it has forgotten a dropped UID."""
+        self._trim(now=self._clock())
+        if uid in self._dropped:
+            return None
+        entry = self._pods.get(uid)
+        if entry is not None:
+            return list(entry.events.values())
+        return [] if self.whole else None
+
+
+@dataclasses.dataclass(kw_only=True)
+class EventIndex:
+    """Lists, then watches, the Pods' Events of one namespace (or all: ``namespace=None``)."""
+
+    client: pods.PodClient
+    namespace: str | None
+    table: Table = dataclasses.field(default_factory=Table)
+    metrics: metrics_.Metrics | None = None
+    retry_seconds: float = RETRY_SECONDS
+    #: Whether the table holds every Pod Event up to the watch's progress.
+    synced: bool = False
+
+    def events(self, *, namespace: str, uid: str) -> list[Object] | None:
+        """The Pod's Events from the table, or None when the capture must list them itself."""
+        if not self.synced or (self.namespace is not None and namespace != self.namespace):
+            return None
+        return self.table.events(uid)
+
+    def _set_synced(self, value: bool) -> None:
+        self.synced = value
+        if self.metrics is not None:
+            self.metrics.event_index_synced.set(1 if value else 0)
+
+    async def run(self) -> None:
+        warned = False
+        while True:
+            try:
+                version = await self._list()
+                while version:
+                    version = await self._watch(version)
+            except errors.ApiError as e:
+                self._set_synced(False)
+                hint = " (grant list and watch on events)" if isinstance(e, errors.ApiRefused) else ""
+                log = logger.info if warned else logger.warning
+                log(
+                    "The index of the Pods' Events is out of sync, captures list each Pod's Events; "
+                    "listing again in %ss%s: %s",
+                    self.retry_seconds,
+                    hint,
+                    e,
+                )
+                warned = True
+                await asyncio.sleep(self.retry_seconds)
+            except ValueError as e:  # An answer that is not JSON.
+                self._set_synced(False)
+                logger.warning("The Events watch sent something unreadable, listing again: %s", e)
+                await asyncio.sleep(self.retry_seconds)
+
+    async def _list(self) -> str:
+        self._set_synced(False)
+        self.table.clear()
+        version, cont = "", ""
+        while True:
+            page = await self.client.list_pod_events_page(namespace=self.namespace, limit=PAGE, cont=cont)
+            for item in page.get("items") or []:
+                self.table.apply(kind=None, event=_mapping(item))
+            metadata = _mapping(page.get("metadata"))
+            version = str(metadata.get("resourceVersion") or "")
+            cont = str(metadata.get("continue") or "")
+            del page
+            if not cont:
+                break
+        logger.info("Pod Events indexed: %d of %d Pods.", len(self.table), self.table.pods)
+        return version
+
+    async def _watch(self, version: str) -> str:
+        """Follow the watch; the version to go on from, or '' to list again (410 Gone)."""
+        async with self.client.watching_pod_events(
+            namespace=self.namespace, version=version, seconds=WATCH_SECONDS
+        ) as stream:
+            self._set_synced(True)
+            async for change in stream:
+                kind, body = str(change.get("type")), _mapping(change.get("object"))
+                if kind == "ERROR":
+                    self._set_synced(False)
+                    logger.info("The Events watch ended (%s); listing again.", body.get("message"))
+                    return ""
+                version = str(_mapping(body.get("metadata")).get("resourceVersion") or version)
+                if kind != "BOOKMARK":
+                    self.table.apply(kind=kind, event=body)
+        if not self.table.whole:
+            logger.info("The Events index forgot dropped Pods; listing again to be whole.")
+            return ""
+        return version
+
+
+class IndexedReader:
+    """What a capture reads: logs from the API, a Pod's Events from the index while it is in sync."""
+
+    def __init__(self, *, client: pods.PodClient, index: EventIndex) -> None:
+        self._client = client
+        self._index = index
+
+    async def pod_logs(self, *, namespace: str, name: str, container: str) -> logs.LogRead:
+        return await self._client.pod_logs(namespace=namespace, name=name, container=container)
+
+    async def pod_events(self, *, namespace: str, uid: str) -> list[Object]:
+        held = self._index.events(namespace=namespace, uid=uid)
+        source = "index" if held is not None else "list"
+        if self._index.metrics is not None:
+            self._index.metrics.pod_events_reads.labels(source=source).inc()
+        if held is not None:
+            return held
+        return await self._client.pod_events(namespace=namespace, uid=uid)

@@ -41,12 +41,14 @@ def alerts() -> list[dict[str, Any]]:
 
 
 def exported() -> set[str]:
-    """Every counter the operator's /metrics can show, by its exposed name (``…_total``).
+    """Every counter (by its exposed name, ``…_total``) and gauge the operator's /metrics can show.
 
     Read from the metric families, not samples: a labelled counter has no sample until it counts.
     """
     return {
-        f"{family.name}_total" for family in metrics.Metrics().registry.collect() if family.type == "counter"
+        f"{family.name}_total" if family.type == "counter" else family.name
+        for family in metrics.Metrics().registry.collect()
+        if family.type in ("counter", "gauge")
     }
 
 

@@ -145,6 +145,9 @@ async def test_a_capture_reads_the_pods_events_from_the_index_without_a_list(
         reads = runtime.metrics.pod_events_reads
         assert (reads.labels(source="index")._value.get(), reads.labels(source="list")._value.get()) == (1, 0)
         assert runtime.metrics.event_index_synced._value.get() == 1
+    # Stopped, the index is out of sync: nothing would read a table that no watch keeps.
+    assert runtime.events is not None and runtime.events.events(namespace=namespace, uid="any") is None
+    assert runtime.metrics.event_index_synced._value.get() == 0
     base = f"/api/v1/namespaces/{namespace}/pods/{attempt.pod_name}"
     calls = [(c.method, c.path) for c in fault_proxy.calls() if not WATCH_QUERY.search(c.query)]
     assert calls == [("GET", base), ("GET", base + "/log"), ("DELETE", base)]  # No Events list.

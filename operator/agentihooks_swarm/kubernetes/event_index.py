@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -48,8 +49,9 @@ RETRY_SECONDS: Final = 10.0
 #: A Pod's entry is dropped when none of its Events changed for this long (the API server's own
 #: Event TTL is one hour by default, so by then it has dropped them too).
 KEEP_SECONDS: Final = 3600.0
-#: The most Events held; beyond it the least recently changed Pods are dropped.
-MAX_EVENTS: Final = 50_000
+#: The most Events held (about 500 bytes each with their Pod's entry, so at most about 10 MiB);
+#: beyond it the least recently changed Pods are dropped, and their captures list.
+MAX_EVENTS: Final = 20_000
 #: Dropped Pods' UIDs remembered (their captures list again), about 120 bytes each.
 MAX_DROPPED: Final = 20_000
 #: The longest Event message held (the capture keeps at most this much of it too).
@@ -84,7 +86,9 @@ def slim(event: Mapping[str, Any]) -> Object:
 
 @dataclasses.dataclass
 class _Pod:
-    events: dict[str, Object]
+    #: Each Event's :func:`slim` form as compact JSON, by the Event's UID: about 250 bytes an
+    #: Event held, a third of what the decoded dict takes (a capture decodes the few it reads).
+    events: dict[str, bytes]
     changed: float
 
 
@@ -148,7 +152,7 @@ class Table:
             entry = self._pods[pod_uid] = _Pod(events={}, changed=now)
         if event_uid not in entry.events:
             self._size += 1
-        entry.events[event_uid] = slim(event)
+        entry.events[event_uid] = json.dumps(slim(event), separators=(",", ":")).encode()
         entry.changed = now
         self._pods.move_to_end(pod_uid)
         self._trim(now=now)
@@ -173,7 +177,7 @@ class Table:
             return None
         entry = self._pods.get(uid)
         if entry is not None:
-            return list(entry.events.values())
+            return [json.loads(raw) for raw in entry.events.values()]
         return [] if self.whole else None
 
 
@@ -201,29 +205,34 @@ class EventIndex:
             self.metrics.event_index_synced.set(1 if value else 0)
 
     async def run(self) -> None:
+        """List, then watch, until cancelled; out of sync (captures list) whenever it is not watching."""
         warned = False
-        while True:
-            try:
-                version = await self._list()
-                while version:
-                    version = await self._watch(version)
-            except errors.ApiError as e:
+        try:
+            while True:
+                try:
+                    version = await self._list()
+                    while version:
+                        version = await self._watch(version)
+                    continue  # 410 Gone, or the table forgot a dropped Pod: list again at once.
+                except errors.ApiError as e:
+                    hint = " (grant list and watch on events)" if isinstance(e, errors.ApiRefused) else ""
+                    problem = f"{e}{hint}"
+                except ValueError as e:  # An answer that is not JSON.
+                    problem = f"an unreadable answer: {errors.trim(str(e))}"
+                except Exception as e:  # A bug must not stop the index for good, nor silently.
+                    logger.exception("The index of the Pods' Events failed")
+                    problem = f"{type(e).__name__}: {errors.trim(str(e))}"
                 self._set_synced(False)
-                hint = " (grant list and watch on events)" if isinstance(e, errors.ApiRefused) else ""
-                log = logger.info if warned else logger.warning
-                log(
+                (logger.info if warned else logger.warning)(
                     "The index of the Pods' Events is out of sync, captures list each Pod's Events; "
-                    "listing again in %ss%s: %s",
+                    "listing again in %ss: %s",
                     self.retry_seconds,
-                    hint,
-                    e,
+                    problem,
                 )
                 warned = True
                 await asyncio.sleep(self.retry_seconds)
-            except ValueError as e:  # An answer that is not JSON.
-                self._set_synced(False)
-                logger.warning("The Events watch sent something unreadable, listing again: %s", e)
-                await asyncio.sleep(self.retry_seconds)
+        finally:
+            self._set_synced(False)  # Cancelled or failed: never leave captures reading a stale table.
 
     async def _list(self) -> str:
         self._set_synced(False)

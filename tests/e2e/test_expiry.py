@@ -13,14 +13,13 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
 
-PLANTED = b"worker startup refused: planted kind refusal\n"
+PLANTED = helpers.PLANTED
 SLUG = "expiry"
 
 #: The spec's read commands (this package's module path), for launch removal's capture and for the
@@ -71,20 +70,7 @@ async def _refused_at_launch(
     api: client.ApiClient, cluster: ControlPlane, *, namespace: str, execution: str, ttl: int | None
 ) -> None:
     """A planted Failed worker Pod, then an Execution whose hand is refused: launch removal captures."""
-    pod_name = labels.worker_pod_name(execution=execution, generation=1)
-    await pods.plant_log(
-        cluster=cluster, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
-    )
-    planted: Any = pods.worker_pod(
-        name=pod_name,
-        namespace=namespace,
-        phase="Failed",
-        exit_code=78,
-        reason="Error",
-        labels=labels.attempt(slug=SLUG, execution=execution, generation=1),
-    )
-    await client.CoreV1Api(api).create_namespaced_pod(namespace, planted)
-    await pods.wait_for_phase(api, namespace=namespace, name=pod_name, phase="Failed")
+    await helpers.plant_refused_worker(api, cluster, namespace=namespace, slug=SLUG, execution=execution)
     await helpers.create(
         api,
         builders.execution(

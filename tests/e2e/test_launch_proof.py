@@ -7,19 +7,18 @@ import json
 import subprocess
 import sys
 import urllib.request
-from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.redis_server import free_port
 
-PLANTED = b"worker startup refused: planted kind refusal\n"
+PLANTED = helpers.PLANTED
 
 #: The spec's first read command, with this package's module path.
 READ_STARTUP = """
@@ -38,20 +37,9 @@ async def test_refused_worker_evidence_outlives_the_pod(
     redis_url: str,
 ) -> None:
     slug, execution = "proof", "refused-1"
-    pod_name = labels.worker_pod_name(execution=execution, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
+    pod_name = await helpers.plant_refused_worker(
+        admin_api, control_plane, namespace=namespace, slug=slug, execution=execution
     )
-    planted: Any = pods.worker_pod(
-        name=pod_name,
-        namespace=namespace,
-        phase="Failed",
-        exit_code=78,
-        reason="Error",
-        labels=labels.attempt(slug=slug, execution=execution, generation=1),
-    )
-    await client.CoreV1Api(admin_api).create_namespaced_pod(namespace, planted)
-    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod_name, phase="Failed")
 
     metrics_port = free_port()
     process = operator(

@@ -237,17 +237,12 @@ class EventIndex:
     async def _list(self) -> str:
         self._set_synced(False)
         self.table.clear()
-        version, cont = "", ""
-        while True:
-            page = await self.client.list_pod_events_page(namespace=self.namespace, limit=PAGE, cont=cont)
+        version = ""
+        async for page in self.client.list_pod_events_pages(namespace=self.namespace, limit=PAGE):
             for item in page.get("items") or []:
                 self.table.apply(kind=None, event=_mapping(item))
-            metadata = _mapping(page.get("metadata"))
-            version = str(metadata.get("resourceVersion") or "")
-            cont = str(metadata.get("continue") or "")
+            version = str(_mapping(page.get("metadata")).get("resourceVersion") or "")
             del page
-            if not cont:
-                break
         logger.info("Pod Events indexed: %d of %d Pods.", len(self.table), self.table.pods)
         return version
 

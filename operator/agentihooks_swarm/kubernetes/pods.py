@@ -234,15 +234,12 @@ class PodClient:
         items: builtins.list[Object] = found.get("items") or []
         return items
 
-    async def list_pod_events_page(self, *, namespace: str | None, limit: int, cont: str = "") -> Object:
-        """One page of every Pod's Events (``POD_EVENTS_SELECTOR``), in one namespace or all."""
-        query = [("fieldSelector", POD_EVENTS_SELECTOR), ("limit", str(limit))]
-        if cont:
-            query.append(("continue", cont))
-        return await self._json(
-            "GET",
+    def list_pod_events_pages(self, *, namespace: str | None, limit: int) -> AsyncIterator[Object]:
+        """Every page of every Pod's Events (``POD_EVENTS_SELECTOR``), in one namespace or all."""
+        return self._pages(
             self._core_path(namespace, "events"),
-            query=query,
+            field_selector=POD_EVENTS_SELECTOR,
+            limit=limit,
             what=f"list pod events {namespace or 'everywhere'}",
         )
 
@@ -460,35 +457,35 @@ class PodClient:
         scope = f"/namespaces/{namespace}" if namespace else ""
         return f"/apis/swarm.agentihooks.io/v1alpha1{scope}/{plural}" + (f"/{name}" if name else "")
 
-    async def list_custom_page(
-        self, *, namespace: str | None, plural: str, field_selector: str, limit: int, cont: str = ""
-    ) -> Object:
+    async def _page(self, path: str, *, field_selector: str, limit: int, cont: str, what: str) -> Object:
         """One page of a list (``items``, and ``metadata.continue`` / ``resourceVersion``)."""
         query = [("fieldSelector", field_selector), ("limit", str(limit))]
         if cont:
             query.append(("continue", cont))
-        return await self._json(
-            "GET",
-            self._custom_path(namespace=namespace, plural=plural),
-            query=query,
-            what=f"list {plural} {namespace or 'everywhere'} {field_selector}",
-        )
+        return await self._json("GET", path, query=query, what=what)
 
-    async def list_custom_pages(
-        self, *, namespace: str | None, plural: str, field_selector: str, limit: int
-    ) -> AsyncIterator[Object]:
+    async def _pages(self, path: str, *, field_selector: str, limit: int, what: str) -> AsyncIterator[Object]:
         """Every page of a list, in order (each with ``items`` and ``metadata``); one page is held at
         a time: the caller's, until it asks for the next."""
         cont = ""
         while True:
-            page = await self.list_custom_page(
-                namespace=namespace, plural=plural, field_selector=field_selector, limit=limit, cont=cont
-            )
+            page = await self._page(path, field_selector=field_selector, limit=limit, cont=cont, what=what)
             cont = str((page.get("metadata") or {}).get("continue") or "")
             yield page
             del page
             if not cont:
                 return
+
+    def list_custom_pages(
+        self, *, namespace: str | None, plural: str, field_selector: str, limit: int
+    ) -> AsyncIterator[Object]:
+        """Every page of a list of custom objects (see :meth:`_pages`)."""
+        return self._pages(
+            self._custom_path(namespace=namespace, plural=plural),
+            field_selector=field_selector,
+            limit=limit,
+            what=f"list {plural} {namespace or 'everywhere'} {field_selector}",
+        )
 
     async def watch_custom(
         self, *, namespace: str | None, plural: str, field_selector: str, version: str, seconds: int

@@ -23,6 +23,10 @@ def count_capture(metrics: Metrics, *, path: str, capture: records.StartupCaptur
         metrics.startup_failures.labels(path=path, **{"class": str(capture.failure_class)}).inc()
     if capture.events_error is not None:
         metrics.events_read_failures.labels(path=path, cause=capture.events_error.cause).inc()
+    for container in capture.containers:
+        if container.log_rereads:
+            result = "filled" if container.log else "empty"
+            metrics.log_rereads.labels(path=path, result=result).inc()
 
 
 class Metrics:
@@ -56,6 +60,13 @@ class Metrics:
             "agentihooks_swarm_events_read_failures",
             "Failed reads of a Pod's Events for a capture (the capture has no events field), by cause.",
             ["path", "cause"],  # cause: refused|unavailable|timeout
+            registry=self.registry,
+        )
+        self.log_rereads = prometheus_client.Counter(
+            "agentihooks_swarm_log_rereads",
+            "Just-terminated containers whose first log read was empty and was read again, by "
+            "whether a later read had lines (filled: the runtime wrote them after reporting the exit).",
+            ["path", "result"],  # result: filled|empty
             registry=self.registry,
         )
         self.pod_events_reads = prometheus_client.Counter(

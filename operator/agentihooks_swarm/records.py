@@ -60,6 +60,10 @@ class ContainerCapture(_Record):
     log_truncated: bool | None = None
     #: Present when there is no ``log``: why (additive; not in the spec's record).
     log_error: LogError | None = None
+    #: Present when the first read of a just-terminated container's log was empty: how many
+    #: more reads were made (the runtime may write a log's last lines just after it reports the
+    #: exit; additive).
+    log_rereads: int | None = None
 
 
 class WaitingContainer(_Record):

@@ -15,7 +15,7 @@ from agentihooks_swarm.kubernetes import labels
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
-from tests.support.proxy import FaultProxy
+from tests.support.proxy import FaultProxy, Respond
 
 pytestmark = pytest.mark.integration
 
@@ -495,6 +495,36 @@ async def test_log_limits(
         assert lines[-1].split(" ", 1)[1].startswith("199 ")  # The newest line is kept whole...
         assert all(len(line.split(" ", 1)[1]) == 1024 for line in lines)  # ...and only whole lines.
         assert len(log_calls) == 2
+
+
+async def test_an_empty_log_of_a_just_ended_container_is_read_again_before_the_delete(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    """A real kubelet may answer an empty log for a container whose exit it already reports (the
+    runtime's log relay writes the last line a moment later): the proxy answers the first read so;
+    the capture reads again, stores the line, and only then deletes the Pod."""
+    attempt = attempt_for(namespace)
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
+    fault_proxy.add_rule(
+        method="GET", path=r".*/pods/[^/]+/log$", action=Respond(status=200, body=b""), times=1
+    )
+    fault_proxy.reset_counts()
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        assert (await remove(runtime, attempt, pod["metadata"]["uid"])).removed is True
+        rereads = runtime.metrics.log_rereads.labels(path="launch", result="filled")._value.get()
+    assert len(fault_proxy.matching_calls(path=r".*/log$")) == 2
+    record = await store.read_startup(slug=SLUG, execution="e1")
+    assert record is not None
+    [container] = record.startup.containers
+    assert (container.log or "").endswith("Z worker startup refused: planted kind refusal\n")
+    assert container.log_rereads == 1
+    assert rereads == 1
 
 
 # --- launch and the hand -------------------------------------------------------------------------------

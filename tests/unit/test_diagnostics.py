@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
@@ -41,7 +42,7 @@ class Logs:
 
     def __init__(
         self,
-        texts: dict[str, str],
+        texts: dict[str, str | list[str]],
         *,
         error: Exception | None = None,
         events: list[dict[str, Any]] | None = None,
@@ -57,7 +58,10 @@ class Logs:
         self.calls.append(container)
         if self.error is not None:
             raise self.error
-        return logs.LogRead(text=self.texts[container], truncated=False)
+        text = self.texts[container]
+        if isinstance(text, list):  # One answer per read; the last one repeats.
+            text = text.pop(0) if len(text) > 1 else text[0]
+        return logs.LogRead(text=text, truncated=False)
 
     async def pod_events(self, *, namespace: str, uid: str) -> list[dict[str, Any]]:
         self.calls.append(f"events:{uid}")
@@ -127,6 +131,65 @@ async def test_capture_without_logs_has_no_log_field() -> None:
     assert '"log"' not in dumped
     assert set(capture.containers[0].model_dump(exclude_none=True)) == {"name", "terminated"}
     assert reader.calls == ["events:u1"]
+
+
+def finished_ago(seconds: float) -> dict[str, Any]:
+    moment = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
+    return {**TERMINATED_78, "finishedAt": moment.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+async def test_an_empty_log_of_a_container_that_just_ended_is_read_again_until_it_has_lines() -> None:
+    # containerd reports the exit a moment before its log relay writes the last line.
+    reader = Logs({"worker": ["", "worker startup refused: late\n"]})
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", finished_ago(1))]), reader
+    )
+    assert capture is not None
+    [container] = capture.containers
+    assert container.log == "worker startup refused: late\n"
+    assert container.log_rereads == 1
+    assert reader.calls == ["worker", "worker", "events:u1"]
+
+
+async def test_a_log_that_stays_empty_is_read_once_per_pause_then_stored_empty() -> None:
+    reader = Logs({"worker": [""]})
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", finished_ago(1))]), reader
+    )
+    assert capture is not None
+    [container] = capture.containers
+    assert container.log == ""
+    assert container.log_rereads == len(diagnostics.LOG_REREAD_PAUSES)
+    assert reader.calls == ["worker"] * (1 + len(diagnostics.LOG_REREAD_PAUSES)) + ["events:u1"]
+
+
+async def test_an_empty_log_of_a_container_that_ended_long_ago_is_read_once() -> None:
+    reader = Logs({"worker": ["", "never read"]})
+    capture = await diagnostics.startup(
+        pod(phase="Failed", main=[terminated("worker", finished_ago(600))]), reader
+    )
+    assert capture is not None
+    assert capture.containers[0].log == ""
+    assert capture.containers[0].log_rereads is None
+    assert "log_rereads" not in records.dump(capture)
+    assert reader.calls == ["worker", "events:u1"]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ({"finishedAt": "2026-11-30T12:00:00Z"}, True),
+        ({"finishedAt": "2026-11-30T11:59:31Z"}, True),
+        ({"finishedAt": "2026-11-30T11:59:29Z"}, False),
+        ({"finishedAt": "2026-11-30T12:00:05Z"}, True),  # a node clock ahead of the operator's
+        ({"finishedAt": "2026-11-30T12:05:00Z"}, False),
+        ({}, False),  # a kubelet always writes it: a state without it is no just-ended container
+        ({"finishedAt": "garbage"}, False),
+    ],
+)
+def test_just_terminated(state: dict[str, Any], expected: bool) -> None:
+    now = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
+    assert diagnostics.just_terminated(state, now=now) is expected
 
 
 @pytest.mark.parametrize(

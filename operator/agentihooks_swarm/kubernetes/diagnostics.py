@@ -13,6 +13,7 @@ says why in ``events_error``), so it never keeps a Pod that the spec would delet
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 from collections.abc import Iterator, Sequence
@@ -30,6 +31,12 @@ EVENTS_MAX_BYTES: Final = 8 * 1024
 EVENT_MESSAGE_MAX: Final = 1024
 #: The waiting states noted on a Pod when its startup deadline is set (an annotation).
 WAITING_NOTE_MAX_BYTES: Final = 4 * 1024
+#: A container runtime may report a container's exit a moment before its log relay has written
+#: the last lines (containerd's CRI copies output through a pipe to the log file). An empty log of
+#: a container that terminated within ``LOG_SETTLE_WINDOW`` seconds is read again after each of
+#: these pauses, until it is not empty.
+LOG_REREAD_PAUSES: Final = (0.5, 1.5)
+LOG_SETTLE_WINDOW: Final = 30.0
 
 
 class LogReader(Protocol):
@@ -242,7 +249,8 @@ async def startup(
     The log read's errors (``ApiRefused``, ``ConnectionError``, ``TimeoutError``) propagate: the
     caller decides whether to keep the Pod or count the failure. The one exception is the
     kubelet's 400 "container … is waiting to start": that container has no log to lose, so its
-    entry gets a ``log_error`` (``not_started``) and the capture goes on. With
+    entry gets a ``log_error`` (``not_started``) and the capture goes on. An empty log of a container
+    that has just terminated is read again (``LOG_REREAD_PAUSES``; ``log_rereads`` says so). With
     ``read_logs=False`` the capture keeps each container's exit state and has no ``log`` field
     (final cleanup after ``LOG_READS`` failed reads); ``failed_read`` is the last failure, kept as
     each container's ``log_error``.
@@ -268,8 +276,12 @@ async def _capture(
         entry = records.ContainerCapture(name=name, terminated=state)
         if read_logs and name:
             try:
-                read = await client.pod_logs(
-                    namespace=namespace, name=str(metadata.get("name", "")), container=name
+                read, rereads = await _read_log(
+                    client,
+                    namespace=namespace,
+                    pod=str(metadata.get("name", "")),
+                    container=name,
+                    state=state,
                 )
             except errors.ApiRefused as e:
                 if not _not_started(e, state=state):
@@ -278,6 +290,7 @@ async def _capture(
             else:
                 entry.log = read.text
                 entry.log_truncated = True if read.truncated else None
+                entry.log_rereads = rereads or None
         elif failed_read is not None:
             entry.log_error = log_error(failed_read)
         containers.append(entry)
@@ -297,6 +310,34 @@ async def _capture(
             capture.events_error = log_error(e)
     capture.failure_class = failures.classify(capture)
     return capture
+
+
+def just_terminated(state: dict[str, Any], *, now: datetime.datetime | None = None) -> bool:
+    """Whether a terminated state finished within ``LOG_SETTLE_WINDOW`` seconds of ``now`` (a state
+    without a readable ``finishedAt``, which a kubelet always writes, did not)."""
+    finished = _moment(_when(state, "finishedAt"))
+    if finished is _NEVER:
+        return False
+    now = now or datetime.datetime.now(datetime.UTC)
+    return abs((now - finished).total_seconds()) <= LOG_SETTLE_WINDOW  # a node's clock may run ahead
+
+
+async def _read_log(
+    client: LogReader, *, namespace: str, pod: str, container: str, state: dict[str, Any]
+) -> tuple[logs.LogRead, int]:
+    """The container's log, read again after short pauses while it is empty and the container
+    has just terminated; with the number of extra reads."""
+    read = await client.pod_logs(namespace=namespace, name=pod, container=container)
+    if read.text or not just_terminated(state):
+        return read, 0
+    rereads = 0
+    for pause in LOG_REREAD_PAUSES:
+        await asyncio.sleep(pause)
+        read = await client.pod_logs(namespace=namespace, name=pod, container=container)
+        rereads += 1
+        if read.text:
+            break
+    return read, rereads
 
 
 def last_line(capture: records.StartupCapture) -> str:

@@ -110,14 +110,36 @@ def redis_pods(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     return items
 
 
+#: What the read command prints while the Redis Service has no endpoint in kube-proxy's rules yet:
+#: a Pod just became Ready, and the EndpointSlice and kube-proxy's next sync follow a moment later.
+SERVICE_NOT_YET: tuple[str, ...] = ("Connection refused", "Error 111 connecting")
+
+
+def controller_python(
+    plane: ControlPlane, *, namespace: str, target: str, script: str, args: tuple[str, ...]
+) -> str:
+    """``python -c script args`` in the controller container of ``target`` (a Pod, or
+    ``deployment/NAME``). While the Redis Service does not route yet (its Pod just became Ready),
+    it is run again, for up to 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return run(
+                plane, "kubectl", "exec", "-n", namespace, target, "-c", "controller", "--",
+                "python", "-c", script, *args,
+            )  # fmt: skip
+        except AssertionError as failed:
+            if time.monotonic() > deadline or not any(s in str(failed) for s in SERVICE_NOT_YET):
+                raise
+            time.sleep(1)
+
+
 def read_record(
     plane: ControlPlane, *, namespace: str, release: str, slug: str, name: str, execution: str
 ) -> Any:
-    target = f"deployment/{release}-controller"
-    out = run(
-        plane, "kubectl", "exec", "-n", namespace, target, "-c", "controller", "--",
-        "python", "-c", READ, slug, name, execution,
-    )  # fmt: skip
+    """The spec's read command, in the controller container."""
+    target, args = f"deployment/{release}-controller", (slug, name, execution)
+    out = controller_python(plane, namespace=namespace, target=target, script=READ, args=args)
     return None if out.strip() == "None" else json.loads(out)
 
 
@@ -299,10 +321,9 @@ def test_two_replicas_in_cluster_survive_the_leader_pod_being_killed(
     new_leader = lease_holder_pod(control_plane, namespace=namespace, release=release, other_than=leader)
     assert new_leader != leader
 
-    out = run(
-        control_plane, "kubectl", "exec", "-n", namespace, new_leader, "-c", "controller", "--",
-        "python", "-c", READ_EVIDENCE, slug, *executions,
-    )  # fmt: skip
+    out = controller_python(
+        control_plane, namespace=namespace, target=new_leader, script=READ_EVIDENCE, args=(slug, *executions)
+    )
     evidence = json.loads(out)
     for execution in executions:
         startup = evidence[execution]["startup"]

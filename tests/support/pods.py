@@ -396,11 +396,17 @@ def _ensure_logs_object(cluster: ControlPlane, *, namespace: str, pod: str) -> N
     raise ClusterError(f"kwok Logs {namespace}/{pod}: kept conflicting")
 
 
+#: After this long without kwok serving a planted log, its Logs object is written again (a fresh
+#: watch event for kwok's informer; once, on CI's machine, kwok served b"" for 30 s).
+_BUMP_AFTER: Final = 10.0
+
+
 def _wait_served(
     cluster: ControlPlane, *, namespace: str, pod: str, container: str, content: bytes, timeout: float
 ) -> None:
     """Poll kwok's own containerLogs endpoint until it serves ``content`` (its cache is async)."""
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline, bumped = start + timeout, False
     path = f"/containerLogs/{namespace}/{pod}/{container}"
     last: tuple[int, bytes] = (0, b"")
     while time.monotonic() < deadline:
@@ -408,8 +414,40 @@ def _wait_served(
             last = cluster.kwok_get(path)
             if last == (200, content):
                 return
+        if not bumped and time.monotonic() - start > _BUMP_AFTER:
+            bumped = True
+            _bump_logs_object(cluster, namespace=namespace, pod=pod)
         time.sleep(0.05)
-    raise ClusterError(f"kwok did not serve the planted log of {namespace}/{pod}/{container}: {last!r}")
+    raise ClusterError(
+        f"kwok did not serve the planted log of {namespace}/{pod}/{container} in {timeout:.0f}s "
+        f"(its Logs object written again after {_BUMP_AFTER:.0f}s): {last!r}; "
+        + _kwok_logs_diagnosis(cluster, namespace=namespace, pod=pod)
+    )
+
+
+def _bump_logs_object(cluster: ControlPlane, *, namespace: str, pod: str) -> None:
+    """Write the Logs object again with a new annotation: kwok's informer gets a MODIFIED event."""
+    path = f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs/{pod}"
+    patch = {"metadata": {"annotations": {"agentihooks.test/bumped": str(time.time())}}}
+    with contextlib.suppress(OSError):
+        cluster.request("PATCH", path, patch, content_type="application/merge-patch+json")
+
+
+def _kwok_logs_diagnosis(cluster: ControlPlane, *, namespace: str, pod: str) -> str:
+    """What the API server holds for the Logs object, and whether kwok still serves its own
+    readiness log (a kwok whose whole Logs cache went stale would not)."""
+    try:
+        status, data = cluster.request(
+            "GET", f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs/{pod}"
+        )
+        held = f"the API server answers {status} for the Logs object: {data[:600].decode(errors='replace')}"
+    except OSError as e:
+        held = f"reading the Logs object failed: {e}"
+    try:
+        readiness = cluster.kwok_get("/containerLogs/kube-system/kwok-logs-readiness/probe")
+    except OSError as e:
+        return f"{held}; kwok's readiness log read failed: {e}"
+    return f"{held}; kwok's readiness log: {readiness!r}"
 
 
 async def read_log(

@@ -92,6 +92,11 @@ Where a real kubelet answers differently from kwok (seen on the real node, ``tes
   its log answers **400** ``… is terminated``. kwok leaves it waiting. The operator notes the
   waiting states on the Pod when it sets the deadline (``waiting_at_deadline`` in the capture)
   and treats that 400 for a container that never ran as "no log" (``log_error: not_started``).
+* The log of a container whose exit is already reported can still be empty for a moment: in a
+  clean-clone run a worker that printed its refusal and exited 78 was captured with ``log: ""``
+  (containerd's CRI copies the output through a pipe to the log file and may finish writing after
+  the exit is reported). kwok serves the planted file at once. The operator reads an empty log of
+  a container that ended under 30 s ago again, 0.5 s and 2 s later (``log_rereads``).
 """
 
 from __future__ import annotations

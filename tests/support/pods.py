@@ -445,7 +445,14 @@ def _kwok_logs_diagnosis(cluster: ControlPlane, *, namespace: str, pod: str) -> 
         status, data = cluster.request(
             "GET", f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs/{pod}"
         )
-        held = f"the API server answers {status} for the Logs object: {data[:600].decode(errors='replace')}"
+        try:
+            found = json.loads(data)
+            shown = json.dumps(
+                {"resourceVersion": found["metadata"]["resourceVersion"], "spec": found["spec"]}
+            )
+        except (ValueError, KeyError, TypeError):
+            shown = data[:600].decode(errors="replace")
+        held = f"the API server answers {status} for the Logs object: {shown}"
     except OSError as e:
         held = f"reading the Logs object failed: {e}"
     try:

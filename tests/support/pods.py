@@ -116,7 +116,7 @@ from typing import Any, Final, Literal, cast
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.support.cluster import EMPTY_LOG, ClusterError, ControlPlane
+from tests.support.cluster import EMPTY_LOG, READINESS_LOG_PATH, ClusterError, ControlPlane
 
 PREFIX: Final = "kwok.agentihooks.io/"
 PHASE: Final = PREFIX + "phase"
@@ -367,6 +367,11 @@ async def plant_log(
     )
 
 
+def _logs_objects(namespace: str, pod: str = "") -> str:
+    """The path of ``namespace``'s kwok ``Logs`` objects, or of the one named ``pod``."""
+    return f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs" + (f"/{pod}" if pod else "")
+
+
 def _ensure_logs_object(cluster: ControlPlane, *, namespace: str, pod: str) -> None:
     """Create or update the kwok ``Logs`` object ``namespace/pod`` for every planted file."""
     directory = cluster.pod_logs_dir / namespace / pod
@@ -375,9 +380,9 @@ def _ensure_logs_object(cluster: ControlPlane, *, namespace: str, pod: str) -> N
     ]
     # Other containers of the Pod printed nothing (a Logs object shadows the ClusterLogs fallback).
     entries.append({"logsFile": str(cluster.pod_logs_dir / EMPTY_LOG)})
-    collection = f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs"
+    collection = _logs_objects(namespace)
     for _ in range(10):
-        status, data = cluster.request("GET", f"{collection}/{pod}")
+        status, data = cluster.request("GET", _logs_objects(namespace, pod))
         if status == 404:
             body = {
                 "apiVersion": "kwok.x-k8s.io/v1alpha1",
@@ -391,7 +396,7 @@ def _ensure_logs_object(cluster: ControlPlane, *, namespace: str, pod: str) -> N
             if current.get("spec", {}).get("logs") == entries:
                 return
             current["spec"] = {"logs": entries}
-            status, data = cluster.request("PUT", f"{collection}/{pod}", current)
+            status, data = cluster.request("PUT", _logs_objects(namespace, pod), current)
         if status in (200, 201):
             return
         if status != 409:
@@ -432,19 +437,18 @@ def _wait_served(
 
 def _bump_logs_object(cluster: ControlPlane, *, namespace: str, pod: str) -> None:
     """Write the Logs object again with a new annotation: kwok's informer gets a MODIFIED event."""
-    path = f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs/{pod}"
     patch = {"metadata": {"annotations": {"agentihooks.test/bumped": str(time.time())}}}
     with contextlib.suppress(OSError):
-        cluster.request("PATCH", path, patch, content_type="application/merge-patch+json")
+        cluster.request(
+            "PATCH", _logs_objects(namespace, pod), patch, content_type="application/merge-patch+json"
+        )
 
 
 def _kwok_logs_diagnosis(cluster: ControlPlane, *, namespace: str, pod: str) -> str:
     """What the API server holds for the Logs object, and whether kwok still serves its own
     readiness log (a kwok whose whole Logs cache went stale would not)."""
     try:
-        status, data = cluster.request(
-            "GET", f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs/{pod}"
-        )
+        status, data = cluster.request("GET", _logs_objects(namespace, pod))
         try:
             found = json.loads(data)
             shown = json.dumps(
@@ -456,7 +460,7 @@ def _kwok_logs_diagnosis(cluster: ControlPlane, *, namespace: str, pod: str) -> 
     except OSError as e:
         held = f"reading the Logs object failed: {e}"
     try:
-        readiness = cluster.kwok_get("/containerLogs/kube-system/kwok-logs-readiness/probe")
+        readiness = cluster.kwok_get(READINESS_LOG_PATH)
     except OSError as e:
         return f"{held}; kwok's readiness log read failed: {e}"
     return f"{held}; kwok's readiness log: {readiness!r}"
@@ -572,7 +576,7 @@ def plant_shared_log_blocking(
         {"containers": [container], "logsFile": str(path)},
         {"logsFile": str(cluster.pod_logs_dir / EMPTY_LOG)},
     ]
-    collection = f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs"
+    collection = _logs_objects(namespace)
 
     def create(pod: str) -> None:
         body = {

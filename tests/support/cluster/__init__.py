@@ -36,7 +36,7 @@ from tests.support.cluster.control_plane import (
     condition_true,
     start,
 )
-from tests.support.cluster.kwok_node import EMPTY_LOG, NODE_NAME
+from tests.support.cluster.kwok_node import EMPTY_LOG, NODE_NAME, READINESS_LOG_PATH
 from tests.support.cluster.pki import ADMIN_USER, write_kubeconfig
 from tests.support.cluster.processes import ClusterError
 
@@ -46,6 +46,7 @@ __all__ = [
     "KUBERNETES_VERSION",
     "NODE_NAME",
     "POD_CIDR",
+    "READINESS_LOG_PATH",
     "SERVICE_CIDR",
     "STATE_ENV",
     "STATE_FILE",

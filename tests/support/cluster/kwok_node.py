@@ -27,6 +27,8 @@ NODE_NAME: Final = "kwok-node-0"
 #: File under ``pod_logs_dir`` kwok serves for a container that has no planted log.
 EMPTY_LOG: Final = "empty.log"
 _POD_CIDR: Final = "10.244.0.0/16"
+#: The log kwok serves once its Logs informer works (planted at start; see :func:`start`).
+READINESS_LOG_PATH: Final = "/containerLogs/kube-system/kwok-logs-readiness/probe"
 #: How long kwok may take to serve the readiness log before it is started again (once).
 LOGS_PATIENCE: Final = 30.0
 
@@ -115,7 +117,7 @@ def _serves_now(plane: ControlPlane) -> bool:
 
 
 def _serves(plane: ControlPlane, content: bytes) -> bool | None:
-    status, body = plane.kwok_get("/containerLogs/kube-system/kwok-logs-readiness/probe", timeout=2)
+    status, body = plane.kwok_get(READINESS_LOG_PATH, timeout=2)
     return True if (status, body) == (200, content) else None
 
 

@@ -52,17 +52,21 @@ async def advance(
     deadline_seconds: float,
     notify: events.Events,
 ) -> Progress:
-    """Move the attempt on; raises what :func:`cleanup.run` raises when a cleanup pass fails."""
-    retained = await store.read_retained(slug=attempt.slug, execution=attempt.execution)
+    """Move the attempt on; raises what :func:`cleanup.run` raises when a cleanup pass fails.
+
+    The attempt's records are read once, together, at the start of the pass (one round trip).
+    """
+    stored = await store.read_attempt(slug=attempt.slug, execution=attempt.execution)
+    retained = stored.retained
     if retained is not None:
-        return await _finished(store=store, attempt=attempt, retained=retained)
-    final = await store.read_final(slug=attempt.slug, execution=attempt.execution)
+        return _finished(stored=stored, retained=retained)
+    final = stored.final
     seen: dict[str, dict[str, Any]] = {}
     if final is None:
         pod = await runtime.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
         if pod is not None:
             seen[hand.pod] = pod
-        reported = await store.read_outcome(slug=attempt.slug, execution=attempt.execution)
+        reported = stored.outcome
         state = finals.final_state(hand=hand, pod=pod, cancelled=cancelled, outcome=reported)
         reason: str | None = None
         evidence: records.StartupCapture | None = None
@@ -79,7 +83,7 @@ async def advance(
         if state is None:
             phase = str(((pod or {}).get("status") or {}).get("phase") or "Pending")
             return Progress(phase=phase, waiting_for=WORKER_RUNNING)
-        heartbeat = await store.read_heartbeat(slug=attempt.slug, execution=attempt.execution)
+        heartbeat = stored.heartbeat
         guard.check(before="recording the final record")
         final = await store.record_final(
             slug=attempt.slug,
@@ -112,7 +116,7 @@ async def advance(
             at=finals.timestamp(finals.now()),
         ),
     )
-    heartbeat = await store.read_heartbeat(slug=attempt.slug, execution=attempt.execution)
+    heartbeat = stored.heartbeat
     ready = finals.readiness(
         final=final, heartbeat=heartbeat, deadline_seconds=deadline_seconds, at=finals.now()
     )
@@ -135,17 +139,16 @@ async def advance(
         archived=ready.archived,
         notify=notify,
         seen=seen,
+        journal=stored.journal,
     )
-    return await _finished(store=store, attempt=attempt, retained=retained)
+    return _finished(stored=stored, retained=retained)
 
 
-async def _finished(
-    *, store: store_.AsyncStore, attempt: launch.Attempt, retained: records.Retained
-) -> Progress:
+def _finished(*, stored: store_.AttemptRecords, retained: records.Retained) -> Progress:
     """Done; a refused hand's class comes from launch removal's record (its Pod is gone by cleanup)."""
     progress = _done(retained)
     if progress.failure_class is None and retained.final.state == records.FinalState.REFUSED:
-        record = await store.read_startup(slug=attempt.slug, execution=attempt.execution)
+        record = stored.startup
         if record is not None and record.startup.failure_class is not None:
             return dataclasses.replace(progress, failure_class=str(record.startup.failure_class))
     return progress

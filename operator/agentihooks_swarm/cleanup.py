@@ -19,6 +19,7 @@ Before each Redis write and each delete, ``guard.check`` proves this replica sti
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
@@ -47,6 +48,15 @@ Delete = Callable[..., Awaitable[None]]
 
 Guard = leadership.Guard
 Unguarded = leadership.Unguarded
+
+
+class Unread(enum.Enum):
+    """Not read yet in this pass (None is "read: there is none")."""
+
+    UNREAD = enum.auto()
+
+
+UNREAD: Final = Unread.UNREAD
 
 
 class PassFailed(errors.SwarmError):
@@ -159,12 +169,18 @@ async def pin(
     guard: Guard,
     attempt: launch.Attempt,
     seen: dict[str, dict[str, Any]] | None = None,
+    stored: records.Journal | Unread | None = UNREAD,
 ) -> records.Journal:
     """The attempt's journal entry: the stored one, or a new one pinning what exists now.
 
+    ``stored`` is the entry when the caller read it already in this pass (None: there is none).
     The Pods listed for a new entry are added to ``seen`` (by name), for the removal that follows.
     """
-    journal = await store.read_journal(slug=attempt.slug, execution=attempt.execution)
+    journal = (
+        await store.read_journal(slug=attempt.slug, execution=attempt.execution)
+        if isinstance(stored, Unread)
+        else stored
+    )
     if journal is not None:
         return journal
     selector = labels.selector(attempt.labels)
@@ -204,15 +220,17 @@ async def run(
     archived: bool,
     notify: events.Events,
     seen: dict[str, dict[str, Any]] | None = None,
+    journal: records.Journal | Unread | None = UNREAD,
 ) -> records.Retained:
     """One cleanup pass to the end, or an exception that leaves the journal for the next pass.
 
-    ``seen`` holds Pods the caller read in this same pass, by name (see :class:`_Pass`).
+    ``seen`` holds Pods the caller read in this same pass, by name (see :class:`_Pass`); ``journal``
+    the journal entry when the caller read it in this same pass (None: there is none).
     Raises :class:`PassFailed` (retry later), ``ApiError``/``StoreUnavailable`` (retry later) or
     ``NotLeader`` (stop: another replica leads).
     """
     seen = dict(seen or {})
-    journal = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen)
+    journal = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen, stored=journal)
     work = _Pass(
         runtime=runtime,
         store=store,

@@ -3,8 +3,10 @@
 kopf watches only Executions that are not Done (``FIELD_SELECTOR_IN_FLIGHT``, a server-side field
 selector on ``status.phase``, which the CRD declares selectable), so it keeps nothing for the
 history: an Execution that becomes Done leaves kopf's watch as if deleted, and kopf forgets it.
-This module watches the other side, ``status.phase=Done``, listed in pages, and keeps for each
-Done Execution only what it must act on:
+This module's :class:`Watcher` lists (in pages) and watches every Execution. Each event feeds the
+passes' table of Executions in flight (:class:`passes.InFlight`: it keeps only those not Done;
+a kopf watch-event handler fed it before, at several times the CPU per event, see
+docs/benchmarks.md), and for each Done Execution only what must be acted on is kept:
 
 * **Expiry.** With a TTL (``spec.ttlSecondsAfterFinished``, else the operator's
   ``TTL_SECONDS_AFTER_FINISHED``; neither: kept), :class:`Expiry` holds when it expires (a heap
@@ -27,7 +29,7 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from agentihooks_swarm import errors
 from agentihooks_swarm.kubernetes import pods
@@ -36,11 +38,9 @@ logger = logging.getLogger(__name__)
 
 #: What kopf watches: every Execution that is not Done.
 FIELD_SELECTOR_IN_FLIGHT: Final = "status.phase!=Done"
-#: What this module watches.
-FIELD_SELECTOR_DONE: Final = "status.phase=Done"
-#: Done Executions listed per request: memory holds one page at a time (its JSON and the objects
-#: decoded from it, a few hundred KiB at this size), and only an expiry is kept of each (about
-#: 260 bytes: measured with tracemalloc on 20,000; 370 before the namespace was shared).
+#: Executions listed per request: memory holds one page at a time (its JSON and the objects
+#: decoded from it, a few hundred KiB at this size), and only an expiry is kept of each Done one
+#: (about 260 bytes: measured with tracemalloc on 20,000; 370 before the namespace was shared).
 PAGE: Final = 200
 #: How long one watch request lasts before it is made again (the API server ends it then).
 WATCH_SECONDS: Final = 300
@@ -145,23 +145,37 @@ class Expiry:
         return len(self._due)
 
 
+def done(body: Mapping[str, Any]) -> bool:
+    return _mapping(body.get("status")).get("phase") == "Done"
+
+
 def _released(body: Mapping[str, Any], *, finalizer: str) -> list[str] | None:
-    """The finalizers without kopf's, when a Done Execution is being deleted and still has it."""
+    """The finalizers without kopf's, when a Done Execution is being deleted and still has it.
+
+    Not Done: kopf watches it, and its delete handler removes the finalizer once cleanup is over.
+    """
     metadata = _mapping(body.get("metadata"))
     finalizers = _list(metadata.get("finalizers"))
-    if not metadata.get("deletionTimestamp") or finalizer not in finalizers:
+    if not done(body) or not metadata.get("deletionTimestamp") or finalizer not in finalizers:
         return None
     return [f for f in finalizers if f != finalizer]
 
 
+class Table(Protocol):
+    def observe(self, *, event: str | None, body: Mapping[str, Any]) -> None: ...
+    def __len__(self) -> int: ...
+
+
 @dataclasses.dataclass(kw_only=True)
 class Watcher:
-    """Lists, then watches, the Done Executions of one namespace (or all: ``namespace=None``)."""
+    """Lists, then watches, the Executions of one namespace (or all: ``namespace=None``)."""
 
     client: pods.PodClient
     namespace: str | None
     expiry: Expiry
     finalizer: str
+    #: Told of every event of every Execution (the passes' table of those in flight).
+    inflight: Table
     #: The Done Executions seen at the end of the last full list (for the operator's log and tests).
     listed: int = 0
 
@@ -172,21 +186,26 @@ class Watcher:
                 while version:
                     version = await self._watch(version)
             except errors.ApiError as e:
-                logger.warning("Watching the Done executions failed, again in %ss: %s", RETRY_SECONDS, e)
+                logger.warning("Watching the executions failed, again in %ss: %s", RETRY_SECONDS, e)
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _list(self) -> str:
         count, version = 0, ""
         async for page in self.client.list_custom_pages(
-            namespace=self.namespace, plural="executions", field_selector=FIELD_SELECTOR_DONE, limit=PAGE
+            namespace=self.namespace, plural="executions", field_selector="", limit=PAGE
         ):
             for item in page.get("items") or []:
-                count += 1
+                count += done(item)
                 await self._seen(event=None, body=item)
             version = str(_mapping(page.get("metadata")).get("resourceVersion") or "")
             del page
         self.listed = count
-        logger.info("%d Done executions listed; %d of them expire.", count, len(self.expiry))
+        logger.info(
+            "%d Done executions listed, %d of them expire; %d in flight.",
+            count,
+            len(self.expiry),
+            len(self.inflight),
+        )
         return version
 
     async def _watch(self, version: str) -> str:
@@ -194,13 +213,13 @@ class Watcher:
         async for event in self.client.watch_custom(
             namespace=self.namespace,
             plural="executions",
-            field_selector=FIELD_SELECTOR_DONE,
+            field_selector="",
             version=version,
             seconds=WATCH_SECONDS,
         ):
             kind, body = str(event.get("type")), _mapping(event.get("object"))
             if kind == "ERROR":
-                logger.info("The watch of Done executions ended (%s); listing again.", body.get("message"))
+                logger.info("The watch of executions ended (%s); listing again.", body.get("message"))
                 return ""
             version = str(_mapping(body.get("metadata")).get("resourceVersion") or version)
             if kind != "BOOKMARK":
@@ -208,6 +227,7 @@ class Watcher:
         return version
 
     async def _seen(self, *, event: str | None, body: Mapping[str, Any]) -> None:
+        self.inflight.observe(event=event, body=body)
         self.expiry.observe(event=event, body=body)
         # Any replica may let a deleted Done Execution go: it writes no record and deletes nothing.
         remaining = None if event == "DELETED" else _released(body, finalizer=self.finalizer)

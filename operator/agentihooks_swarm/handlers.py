@@ -111,8 +111,9 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
 
 
 def _background(*, memo: Any, config: settings_.Settings, finalizer: str) -> list[asyncio.Task[None]]:
-    """The operator-wide tasks: the passes over Executions in flight, the Done ones, their expiry,
-    and the index of the Pods' Events that captures read."""
+    """The operator-wide tasks: the passes over Executions in flight, the watch of every Execution
+    (the passes' table, the Done ones' expiry), their expiry, and the index of the Pods' Events
+    that captures read."""
     wired: launch.Runtime = memo.runtime
     leader: leadership.Leadership = memo.leader
 
@@ -127,7 +128,11 @@ def _background(*, memo: Any, config: settings_.Settings, finalizer: str) -> lis
             )
 
     watcher = finished.Watcher(
-        client=wired.pods, namespace=config.namespace, expiry=memo.expiry, finalizer=finalizer
+        client=wired.pods,
+        namespace=config.namespace,
+        expiry=memo.expiry,
+        finalizer=finalizer,
+        inflight=memo.inflight,
     )
     memo.watcher = watcher
     return [
@@ -141,7 +146,7 @@ def _background(*, memo: Any, config: settings_.Settings, finalizer: str) -> lis
             ),
             name="passes",
         ),
-        asyncio.create_task(watcher.run(), name="done executions"),
+        asyncio.create_task(watcher.run(), name="executions"),
         *([asyncio.create_task(wired.events.run(), name="pod events")] if wired.events is not None else []),
         asyncio.create_task(
             finished.run_expiry(expiry=memo.expiry, holds=leader.holds, delete=wired.pods.delete_custom),
@@ -375,12 +380,6 @@ async def _advance(
         raise
     status_.progress(patch.status, status, progress)
     return progress
-
-
-@kopf.on.event(GROUP, VERSION, "executions")
-async def observe_execution(type: str | None, body: Any, memo: Any, **_: Any) -> None:
-    """Every watch event of an Execution kopf sees (the ones not Done): the passes' table."""
-    memo.inflight.observe(event=type, body=body)
 
 
 @kopf.on.delete(GROUP, VERSION, "executions")

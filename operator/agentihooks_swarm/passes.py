@@ -3,9 +3,9 @@
 Memory follows the work in flight, not the history. A kopf timer per Execution made kopf keep,
 for every Execution that ever existed, its latest full body and a task (``make bench`` measured
 about 40 MiB per 1,000 Executions, Done ones included). Instead kopf watches only Executions that
-are not Done (a server-side field selector, see :mod:`agentihooks_swarm.finished`), its
-watch-event handler feeds :class:`InFlight` (per Execution: its name, UID, swarm, cancel flag and
-a reference to the status the watch delivered, nothing else of the body), and one task,
+are not Done (a server-side field selector, see :mod:`agentihooks_swarm.finished`), the
+operator's own watch of the Executions (:class:`finished.Watcher`) feeds :class:`InFlight` (per
+Execution: its name, UID, swarm, cancel flag and its status, nothing else of the body), and one task,
 :func:`run_passes`, visits each of them every ``CLEANUP_INTERVAL_SECONDS`` (:func:`visit`:
 ``attempts.advance``, then the status as one merge patch, then the Events).
 """

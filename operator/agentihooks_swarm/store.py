@@ -39,6 +39,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final, TypeVar
 
+import pydantic
 import redis.asyncio.cluster
 import redis.exceptions
 
@@ -145,6 +146,48 @@ class Swept:
 
     removed: int = 0
     kept: int = 0
+
+
+_Stored = TypeVar("_Stored", bound=pydantic.BaseModel)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AttemptRecords:
+    """What a controller pass reads of one attempt, read together (:meth:`AsyncStore.read_attempt`).
+
+    Each record is parsed when it is asked for, as it was when each was read on its own: a record
+    the pass does not need (a worker's heartbeat after the attempt was retained) is never parsed.
+    """
+
+    raw: dict[str, Any]
+
+    def _get(self, name: str, model: type[_Stored]) -> _Stored | None:
+        value = self.raw.get(name)
+        return None if value is None else records.load(model, value)
+
+    @property
+    def retained(self) -> records.Retained | None:
+        return self._get(RETAINED, records.Retained)
+
+    @property
+    def final(self) -> records.FinalRecord | None:
+        return self._get(FINALS, records.FinalRecord)
+
+    @property
+    def outcome(self) -> records.Outcome | None:
+        return self._get(OUTCOMES, records.Outcome)
+
+    @property
+    def heartbeat(self) -> records.Heartbeat | None:
+        return self._get(HEARTBEATS, records.Heartbeat)
+
+    @property
+    def journal(self) -> records.Journal | None:
+        return self._get(JOURNAL, records.Journal)
+
+    @property
+    def startup(self) -> records.StartupRecord | None:
+        return self._get(STARTUP_DIAGNOSTICS, records.StartupRecord)
 
 
 class AsyncStore:
@@ -270,6 +313,18 @@ class AsyncStore:
         )
         return bool(replies[0])
 
+    async def read_attempt(self, *, slug: str, execution: str) -> AttemptRecords:
+        """Every record of one attempt a pass may read, in one round trip (one ``HGET`` each).
+
+        A pass read them one by one before: five round trips for a refused Pod's cleanup
+        (docs/benchmarks.md). Taken together they are the state at one moment, as each read was.
+        """
+        names = (RETAINED, FINALS, OUTCOMES, HEARTBEATS, JOURNAL, STARTUP_DIAGNOSTICS)
+        replies = await self._pipeline(
+            slug=slug, commands=[("HGET", self.key(slug, name), execution) for name in names], durable=False
+        )
+        return AttemptRecords(raw=dict(zip(names, replies, strict=True)))
+
     async def read_startup(self, *, slug: str, execution: str) -> records.StartupRecord | None:
         with _translated():
             raw = await self.redis.hget(self.key(slug, STARTUP_DIAGNOSTICS), execution)
@@ -338,13 +393,19 @@ class AsyncStore:
         """Write the retained record, clear the journal entry and index the execution, atomically.
 
         One script (all keys in the swarm's slot), durable like the journal saves before it. The
-        swarm is listed for the retention sweep first, so a retained record is never unlisted.
+        swarm is listed for the retention sweep first, so a retained record is never unlisted: in
+        the same pipeline, ahead of the script, except on a cluster, where that list lives in
+        another slot and is written on its own first.
         """
-        with _translated():
-            await self.redis.sadd(f"{self.prefix}:swarms", slug)
+        listed: list[tuple[Any, ...]] = [("SADD", f"{self.prefix}:swarms", slug)]
+        if isinstance(self.redis, redis.asyncio.cluster.RedisCluster):
+            with _translated():
+                await self.redis.sadd(f"{self.prefix}:swarms", slug)
+            listed = []
         await self._pipeline(
             slug=slug,
             commands=[
+                *listed,
                 (
                     "EVAL",
                     _RETAIN,

@@ -216,7 +216,7 @@ async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
         lambda: _gone(admin_api, namespace, "outlived"), what="the restart to expire it", operator=process
     )
     await helpers.eventually(
-        lambda: _logged(process, "1 Done executions listed; 1 of them expire."),
+        lambda: _logged(process, "1 Done executions listed, 1 of them expire;"),
         what="the restart's list of Done executions",
         operator=process,
     )

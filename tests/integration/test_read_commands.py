@@ -10,10 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pydantic
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import cleanup, errors, settings, store as store_
+from agentihooks_swarm import cleanup, errors, records, settings, store as store_
 from tests.integration.test_cleanup import run_pass
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support.cluster import ControlPlane
@@ -150,3 +151,40 @@ async def test_password_protected_redis(tmp_path: Path) -> None:
         async with store_.open_store(settings.Settings(redis_url=bare)) as anonymous:
             with pytest.raises(errors.StoreUnavailable, match="Redis"):
                 await anonymous.ping()
+
+
+async def test_a_pass_reads_an_attempts_records_together_and_parses_only_what_it_uses(
+    store: store_.AsyncStore,
+) -> None:
+    """``read_attempt`` (one pipeline) gives what each record's own read gives; a worker's corrupt
+    heartbeat fails only the read that asks for it, as its own read did."""
+    slug, execution = SLUG, "together"
+    final = await store.record_final(
+        slug=slug,
+        final=records.FinalRecord(
+            execution=execution,
+            generation=1,
+            state=records.FinalState.REFUSED,
+            transcript_end=0,
+            outcome=store.key(slug, store_.OUTCOMES),
+        ),
+    )
+    journal = await store.pin_journal(
+        slug=slug,
+        journal=records.Journal(
+            execution=execution, generation=1, pinned=records.Objects(pods=[], services=[])
+        ),
+    )
+    await store.redis.hset(store.key(slug, store_.HEARTBEATS), execution, "{not json")
+
+    together = await store.read_attempt(slug=slug, execution=execution)
+
+    assert together.final == final == await store.read_final(slug=slug, execution=execution)
+    assert together.journal == journal == await store.read_journal(slug=slug, execution=execution)
+    assert together.retained is None and together.outcome is None and together.startup is None
+    with pytest.raises(pydantic.ValidationError):
+        together.heartbeat  # noqa: B018 (the property parses)
+    with pytest.raises(pydantic.ValidationError):
+        await store.read_heartbeat(slug=slug, execution=execution)
+    nothing = await store.read_attempt(slug=slug, execution="never-launched")
+    assert (nothing.final, nothing.journal, nothing.heartbeat) == (None, None, None)

@@ -152,6 +152,11 @@ def test_kopfs_finalizer_goes_only_from_a_done_execution_being_deleted() -> None
     assert finished._released(deleting, finalizer=kopf) == ["other"]
     assert finished._released(execution(phase="Done", finalizers=[kopf]), finalizer=kopf) is None
     assert finished._released(execution(phase="Done", deleting=True, finalizers=[]), finalizer=kopf) is None
+    # The watch sees Executions in flight too: their delete handler (kopf's) lets them go, not the watch.
+    running = execution(phase="Running", deleting=True, finalizers=[kopf])
+    assert finished._released(running, finalizer=kopf) is None
+    invalid = execution(phase="Invalid", deleting=True, finalizers=[kopf])
+    assert finished._released(invalid, finalizer=kopf) is None
 
 
 def test_one_namespace_option_is_the_namespace_setting_too(monkeypatch: pytest.MonkeyPatch) -> None:

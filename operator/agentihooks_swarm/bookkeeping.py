@@ -13,7 +13,6 @@ The progress storage stays kopf's own: its records are small (our messages are t
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Iterable
@@ -44,20 +43,35 @@ def _shrink(value: Any) -> Any:
     return value
 
 
-def compact(essence: dict[str, Any]) -> dict[str, Any]:
-    """The essence to store: digests instead of the task, long strings, and an oversized spec."""
-    essence = copy.deepcopy(essence)
+def _digested(essence: dict[str, Any]) -> dict[str, Any]:
+    """``essence`` with each :data:`DIGESTED` field replaced by its digest (copies along the path)."""
     for path in DIGESTED:
-        parent: Any = essence
+        copies = [essence]
         for key in path[:-1]:
-            parent = parent.get(key) if isinstance(parent, dict) else None
-        if isinstance(parent, dict) and path[-1] in parent:
-            parent[path[-1]] = digest(parent[path[-1]])
-    shrunk: dict[str, Any] = _shrink(essence)
+            child = copies[-1].get(key)
+            if not isinstance(child, dict):
+                break
+            copies.append(child)
+        else:
+            if path[-1] in copies[-1]:
+                value: Any = digest(copies[-1][path[-1]])
+                for parent, key in zip(reversed(copies), reversed(path), strict=False):
+                    value = {**parent, key: value}
+                essence = value
+    return essence
+
+
+def compact(essence: dict[str, Any]) -> dict[str, Any]:
+    """The essence to store: digests instead of the task, long strings, and an oversized spec.
+
+    Built on every watch event (kopf compares it with the stored one), so it copies only what it
+    changes: :func:`_shrink` builds new containers and never alters the essence it is given.
+    """
+    shrunk: dict[str, Any] = _shrink(_digested(essence))
     if len(json.dumps(shrunk, separators=(",", ":"))) > MAX_ESSENCE:
         shrunk = {k: (digest(v) if k != "metadata" else v) for k, v in shrunk.items()}
-    if len(json.dumps(shrunk, separators=(",", ":"))) > MAX_ESSENCE:  # Thousands of labels.
-        shrunk = {k: digest(v) for k, v in shrunk.items()}
+        if len(json.dumps(shrunk, separators=(",", ":"))) > MAX_ESSENCE:  # Thousands of labels.
+            shrunk = {k: digest(v) for k, v in shrunk.items()}
     return shrunk
 
 

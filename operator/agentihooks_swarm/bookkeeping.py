@@ -1,14 +1,21 @@
-"""kopf's bookkeeping on our objects, kept small whatever the size of a valid spec.
+"""kopf's bookkeeping on our objects: small whatever the size of a valid spec, and written with
+the status.
 
-kopf stores the last handled state of each object (its "diff base") in an annotation, and the
-API server refuses an object whose annotations total more than 256 KiB. A copy of a large
-``spec.task`` (or any large field) there made every patch of the object fail with
-"metadata.annotations: Too long", and kopf retried it forever with no condition to show.
+kopf stores the last handled state of each object (its "diff base") to tell a change from the
+state it handled. :class:`CompactDiffBase` stores it in the status,
+``status.kopf.last-handled-configuration``, not in kopf's default annotation: kopf then writes
+the status and its diff base after a handler in one status patch, where an annotation cost a
+second patch of the object (and one more watch event to every watcher) for every Execution
+launched (docs/benchmarks.md). An Execution handled before keeps its annotation, and it is read
+when the status has no diff base yet, so an upgrade neither launches again nor misses a change.
 
-:class:`CompactDiffBase` stores the same essence with large values replaced by their digest:
-a change to a large value still changes its digest, so kopf still sees every change (its
-``old``/``new``/``diff`` then show digests for those fields, which no handler here reads).
-The progress storage stays kopf's own: its records are small (our messages are trimmed).
+A copy of a large ``spec.task`` (or any large field) in an annotation made every patch fail
+with "metadata.annotations: Too long" (the API server's 256 KiB limit), and kopf retried it
+forever with no condition to show. So the essence is stored with large values replaced by their
+digest (:func:`compact`): a change to a large value still changes its digest, so kopf still sees
+every change (its ``old``/``new``/``diff`` then show digests for those fields, which no handler
+here reads). The progress storage stays kopf's own: its records are small (our messages are
+trimmed).
 """
 
 from __future__ import annotations
@@ -75,8 +82,14 @@ def compact(essence: dict[str, Any]) -> dict[str, Any]:
     return shrunk
 
 
-class CompactDiffBase(kopf.AnnotationsDiffBaseStorage):
-    """kopf's annotation diff base, storing :func:`compact` essences (at most ~16 KiB)."""
+class CompactDiffBase(kopf.DiffBaseStorage):
+    """kopf's diff base as :func:`compact` essences (at most ~16 KiB), in the status."""
+
+    def __init__(self, *, prefix: str) -> None:
+        super().__init__()
+        self._status = kopf.StatusDiffBaseStorage(name="kopf")
+        #: Where kopf's default stored it (before the status): read, and left out of the essence.
+        self._annotations = kopf.AnnotationsDiffBaseStorage(prefix=prefix)
 
     def build(
         self,
@@ -84,5 +97,17 @@ class CompactDiffBase(kopf.AnnotationsDiffBaseStorage):
         body: kopf.Body,
         extra_fields: Iterable[Any] | None = None,
     ) -> kopf.BodyEssence:
-        essence = super().build(body=body, extra_fields=extra_fields)
+        essence = self._annotations.build(body=body, extra_fields=extra_fields)
         return cast(kopf.BodyEssence, compact(cast(dict[str, Any], essence)))
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        found = self._status.fetch(body=body)
+        return found if found is not None else self._annotations.fetch(body=body)
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        self._status.store(body=body, patch=patch, essence=essence)
+
+    @property
+    def field(self) -> str:
+        """The status field, as ``kubectl get -o jsonpath`` names it."""
+        return ".".join(self._status.field)

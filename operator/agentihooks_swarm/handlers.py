@@ -51,7 +51,7 @@ LAUNCH_RETRY = 10
 async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     config = CONFIG
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    # The diff base without large values: kopf's annotations stay small whatever the spec's size.
+    # The diff base in the status (one patch after a handler, not two), without large values.
     settings.persistence.diffbase_storage = bookkeeping.CompactDiffBase(prefix=GROUP)
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 32

@@ -416,7 +416,7 @@ class AsyncStore:
                     retained.execution,
                     records.dump(retained),
                     self._clock(),
-                )
+                ),
             ],
             durable=True,
         )

@@ -41,10 +41,10 @@ WHY: Final[dict[str, str]] = {
     f"DELETE {_POD}/{{pod}}": "minimum: the delete by pinned UID",
     f"GET {_POD}/{{pod}}/log": "minimum: the log of the one terminated container",
     f"PATCH {_EXECUTION}": (
-        "kopf: adds its finalizer (the delete handler must run before a deleted Execution in flight "
-        "goes: it cancels and cleans up its attempt), then records the handled spec (its "
-        "last-handled-configuration annotation; without it a restart would launch again) after the "
-        "create handler"
+        "kopf adds its finalizer (the delete handler must run before a deleted Execution in flight "
+        "goes: it cancels and cleans up its attempt). The handled spec (kopf's diff base; without it "
+        "a restart would launch again) goes with the status patch after the create handler, in "
+        "status.kopf.last-handled-configuration: an annotation cost one more patch per Execution"
     ),
     "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}": (
         "the launch reads the Swarm: its registration decides the hand, its template the Pod"
@@ -79,15 +79,16 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
         "the pin's list a moment earlier in the same pass is its read (same UID and labels?)"
     ),
     ("A", f"PATCH {_EXECUTION}/status"): (
-        "the hand result (phase Refused, hand, conditions), written by kopf after the create "
-        "handler; then the final cleanup's outcome (phase Done, cleanup, finishedAt), from the next "
-        "pass. Not one: the attempt is final at once, but its cleanup runs in the pass after the "
-        "launch, so that the Pod launch removal deleted is gone from the pin's list"
+        "the hand result (phase Refused, hand, conditions) and kopf's diff base, written by kopf "
+        "after the create handler; then the final cleanup's outcome (phase Done, cleanup, "
+        "finishedAt), from the next pass. Not one: the attempt is final at once, but its cleanup "
+        "runs in the pass after the launch, so that the Pod launch removal deleted is gone from "
+        "the pin's list"
     ),
     ("B", f"PATCH {_EXECUTION}/status"): (
-        "the hand result (phase Running, hand, waitingFor, conditions); then the final cleanup's "
-        "outcome (phase Done, cleanup, finishedAt). A pass that finds the worker still running "
-        "writes nothing"
+        "the hand result (phase Running, hand, waitingFor, conditions) and kopf's diff base; then "
+        "the final cleanup's outcome (phase Done, cleanup, finishedAt). A pass that finds the "
+        "worker still running writes nothing"
     ),
     ("A", f"POST {_POD}"): (
         "the launch creates the worker Pod (create-or-adopt); the planted Pod answers 409 AlreadyExists"

@@ -9,6 +9,7 @@ Execution; never a silent retry loop.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -153,6 +154,8 @@ async def test_a_large_task_keeps_kopfs_bookkeeping_under_the_annotation_limit(
     found = await helpers.execution(admin_api, namespace=namespace, name="big")
     annotations = found["metadata"].get("annotations") or {}
     assert sum(len(k) + len(v) for k, v in annotations.items()) < 16 * 1024
+    handled = found["status"]["kopf"]["last-handled-configuration"]  # kopf's diff base: in the status.
+    assert len(handled) < 16 * 1024 and json.loads(handled)["spec"]["task"].startswith("sha256:")
     assert "Too long" not in process.log()
 
 

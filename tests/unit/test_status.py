@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
@@ -168,6 +168,40 @@ def test_kopf_builds_the_compact_essence() -> None:
     essence = storage.build(body=body)
     assert set(essence) == {"spec"}
     assert str(essence["spec"]["task"]).startswith("sha256:")
+
+
+def test_kopfs_diff_base_goes_to_the_status_in_the_status_patch() -> None:
+    storage = bookkeeping.CompactDiffBase(prefix="swarm.agentihooks.io")
+    body = kopf.Body({"apiVersion": "v1", "kind": "X", "metadata": {"name": "e"}, "spec": {"swarm": "s"}})
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert set(patch) == {"status"}  # Nothing for the object itself: one status patch, not two.
+    stored = patch["status"]["kopf"]["last-handled-configuration"]
+    assert json.loads(stored) == {"spec": {"swarm": "s"}}
+    assert storage.field == "status.kopf.last-handled-configuration"
+    status = {"phase": "Running", "kopf": {"last-handled-configuration": stored}}
+    handled = kopf.Body(cast(kopf.RawBody, {**body, "status": status}))
+    assert storage.fetch(body=handled) == storage.build(body=handled) == {"spec": {"swarm": "s"}}
+
+
+def test_an_execution_handled_before_the_status_diff_base_is_read_from_its_annotation() -> None:
+    """An upgrade: kopf's annotation (and its marker) from the annotation diff base, no status one."""
+    storage = bookkeeping.CompactDiffBase(prefix="swarm.agentihooks.io")
+    annotations = {
+        "swarm.agentihooks.io/last-handled-configuration": '{"spec":{"swarm":"s"}}\n',
+        "swarm.agentihooks.io/kopf-managed": "yes",
+        "team": "a",
+    }
+    metadata = {"name": "e", "annotations": annotations}
+    raw = {"apiVersion": "v1", "kind": "X", "metadata": metadata, "spec": {"swarm": "s"}}
+    old = kopf.Body(cast(kopf.RawBody, raw))
+    assert storage.fetch(body=old) == {"spec": {"swarm": "s"}}
+    # kopf's own annotations are not the object's essence: the old diff base and the new essence
+    # differ only by the user's annotation, so nothing but a real change looks like one.
+    assert storage.build(body=old) == {"metadata": {"annotations": {"team": "a"}}, "spec": {"swarm": "s"}}
+    status = {"kopf": {"last-handled-configuration": '{"spec":{"swarm":"t"}}'}}
+    newer = kopf.Body(cast(kopf.RawBody, {**raw, "status": status}))
+    assert storage.fetch(body=newer) == {"spec": {"swarm": "t"}}  # The status wins once written.
 
 
 def test_a_launch_that_may_pass_is_pending_with_the_error_and_cleared_by_the_launch() -> None:

@@ -284,18 +284,20 @@ async def _launch(
     # The status above is applied by kopf even if Redis fails below; the retry then finds the hand
     # in the status and only repeats these writes.
     try:
-        await store.save_hand(slug=execution.swarm, execution=name, hand=hand)
-        if not hand.handed:
-            await store.record_final(
-                slug=execution.swarm,
-                final=records.FinalRecord(
-                    execution=name,
-                    generation=generation,
-                    state=records.FinalState.REFUSED,
-                    transcript_end=0,
-                    outcome=store.key(execution.swarm, "attempt-outcomes"),
-                ),
-            )
+        await store.save_hand(
+            slug=execution.swarm,
+            execution=name,
+            hand=hand,
+            final=None
+            if hand.handed
+            else records.FinalRecord(
+                execution=name,
+                generation=generation,
+                state=records.FinalState.REFUSED,
+                transcript_end=0,
+                outcome=store.key(execution.swarm, "attempt-outcomes"),
+            ),
+        )
     except errors.StoreUnavailable as e:
         status_.set_condition(patch.status, status.get("conditions"), status_.not_recorded(e))
         raise kopf.TemporaryError(f"{e}; the hand result will be written when Redis is back", delay=15) from e

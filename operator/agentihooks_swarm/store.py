@@ -330,15 +330,25 @@ class AsyncStore:
             raw = await self.redis.hget(self.key(slug, STARTUP_DIAGNOSTICS), execution)
         return None if raw is None else records.load(records.StartupRecord, raw)
 
-    async def save_hand(self, *, slug: str, execution: str, hand: records.HandResult) -> None:
-        await self._pipeline(
-            slug=slug,
-            commands=[
-                ("HSET", self.key(slug, HANDS), execution, records.dump(hand)),
-                ("ZADD", self._index(slug), self._clock(), execution),
-            ],
-            durable=False,
-        )
+    async def save_hand(
+        self,
+        *,
+        slug: str,
+        execution: str,
+        hand: records.HandResult,
+        final: records.FinalRecord | None = None,
+    ) -> None:
+        """``HSET`` the hand result; with ``final`` (a refused hand), ``HSETNX`` it in the same pipeline.
+
+        An earlier final record is kept, as :meth:`record_final` keeps it.
+        """
+        commands: list[tuple[Any, ...]] = [
+            ("HSET", self.key(slug, HANDS), execution, records.dump(hand)),
+            ("ZADD", self._index(slug), self._clock(), execution),
+        ]
+        if final is not None:
+            commands.append(("HSETNX", self.key(slug, FINALS), execution, records.dump(final)))
+        await self._pipeline(slug=slug, commands=commands, durable=False)
 
     async def read_hand(self, *, slug: str, execution: str) -> records.HandResult | None:
         with _translated():

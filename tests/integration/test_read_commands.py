@@ -188,3 +188,29 @@ async def test_a_pass_reads_an_attempts_records_together_and_parses_only_what_it
         await store.read_heartbeat(slug=slug, execution=execution)
     nothing = await store.read_attempt(slug=slug, execution="never-launched")
     assert (nothing.final, nothing.journal, nothing.heartbeat) == (None, None, None)
+
+
+async def test_a_refused_hand_is_saved_with_its_final_record_and_an_earlier_final_is_kept(
+    store: store_.AsyncStore,
+) -> None:
+    def final(execution: str, state: records.FinalState) -> records.FinalRecord:
+        return records.FinalRecord(
+            execution=execution,
+            generation=1,
+            state=state,
+            transcript_end=0,
+            outcome=store.key(SLUG, store_.OUTCOMES),
+        )
+
+    reason = records.HandReason.PROJECT_UNPERMITTED
+    hand = records.HandResult(generation=1, handed=False, reason=reason, pod="w-1")
+    refused = final("fresh", records.FinalState.REFUSED)
+    await store.save_hand(slug=SLUG, execution="fresh", hand=hand, final=refused)
+    assert await store.read_hand(slug=SLUG, execution="fresh") == hand
+    stored = await store.read_final(slug=SLUG, execution="fresh")
+    assert stored is not None and stored.state == records.FinalState.REFUSED
+
+    earlier = await store.record_final(slug=SLUG, final=final("retried", records.FinalState.FAILED))
+    again = final("retried", records.FinalState.REFUSED)
+    await store.save_hand(slug=SLUG, execution="retried", hand=hand, final=again)
+    assert await store.read_final(slug=SLUG, execution="retried") == earlier

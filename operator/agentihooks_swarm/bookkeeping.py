@@ -2,12 +2,14 @@
 the status.
 
 kopf stores the last handled state of each object (its "diff base") to tell a change from the
-state it handled. :class:`CompactDiffBase` stores it in the status,
-``status.kopf.last-handled-configuration``, not in kopf's default annotation: kopf then writes
-the status and its diff base after a handler in one status patch, where an annotation cost a
-second patch of the object (and one more watch event to every watcher) for every Execution
-launched (docs/benchmarks.md). An Execution handled before keeps its annotation, and it is read
-when the status has no diff base yet, so an upgrade neither launches again nor misses a change.
+state it handled, and each handler's progress (retries, when it started). :class:`CompactDiffBase`
+and :class:`StatusProgress` keep them in the status (``status.kopf.last-handled-configuration``,
+``status.kopf.progress``), not in kopf's default annotations: kopf then writes them with the
+status after a handler in one status patch, where annotations (and kopf's marker annotation that
+comes with them) cost a second patch of the object, and one more watch event to every watcher,
+for every Execution launched (docs/benchmarks.md). An Execution handled by an earlier version
+keeps its annotations; they are read while the status has nothing yet, so an upgrade neither
+launches again, nor misses a change, nor forgets a handler's retries.
 
 A copy of a large ``spec.task`` (or any large field) in an annotation made every patch fail
 with "metadata.annotations: Too long" (the API server's 256 KiB limit), and kopf retried it
@@ -111,3 +113,31 @@ class CompactDiffBase(kopf.DiffBaseStorage):
     def field(self) -> str:
         """The status field, as ``kubectl get -o jsonpath`` names it."""
         return ".".join(self._status.field)
+
+
+class StatusProgress(kopf.ProgressStorage):
+    """kopf's handler progress in ``status.kopf.progress``; an earlier version's annotations read too."""
+
+    def __init__(self, *, prefix: str) -> None:
+        super().__init__()
+        self._status = kopf.StatusProgressStorage(name="kopf")
+        self._annotations = kopf.AnnotationsProgressStorage(prefix=prefix)
+
+    def fetch(self, *, key: kopf.HandlerId, body: kopf.Body) -> kopf.ProgressRecord | None:
+        found = self._status.fetch(key=key, body=body)
+        return found if found is not None else self._annotations.fetch(key=key, body=body)
+
+    def store(
+        self, *, key: kopf.HandlerId, record: kopf.ProgressRecord, body: kopf.Body, patch: kopf.Patch
+    ) -> None:
+        self._status.store(key=key, record=record, body=body, patch=patch)
+
+    def purge(self, *, key: kopf.HandlerId, body: kopf.Body, patch: kopf.Patch) -> None:
+        self._status.purge(key=key, body=body, patch=patch)
+        self._annotations.purge(key=key, body=body, patch=patch)  # Only if the body has it.
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        self._status.touch(body=body, patch=patch, value=value)
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return self._annotations.clear(essence=self._status.clear(essence=essence))

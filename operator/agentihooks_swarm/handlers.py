@@ -50,8 +50,8 @@ LAUNCH_RETRY = 10
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     config = CONFIG
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    # The diff base in the status (one patch after a handler, not two), without large values.
+    # kopf's bookkeeping in the status (one patch after a handler, not two), without large values.
+    settings.persistence.progress_storage = bookkeeping.StatusProgress(prefix=GROUP)
     settings.persistence.diffbase_storage = bookkeeping.CompactDiffBase(prefix=GROUP)
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 32

@@ -204,6 +204,36 @@ def test_an_execution_handled_before_the_status_diff_base_is_read_from_its_annot
     assert storage.fetch(body=newer) == {"spec": {"swarm": "t"}}  # The status wins once written.
 
 
+def test_kopfs_handler_progress_goes_to_the_status_and_an_earlier_annotation_is_read() -> None:
+    storage = bookkeeping.StatusProgress(prefix="swarm.agentihooks.io")
+    key = kopf.HandlerId("launch_execution")
+    record = cast(kopf.ProgressRecord, {"started": "2026-11-30T00:00:00", "retries": 1})
+    body = kopf.Body(cast(kopf.RawBody, {"apiVersion": "v1", "kind": "X", "metadata": {"name": "e"}}))
+    patch = kopf.Patch()
+    storage.store(key=key, record=record, body=body, patch=patch)
+    assert set(patch) == {"status"}  # No annotation, and no kopf marker annotation with it.
+    assert patch["status"]["kopf"]["progress"]["launch_execution"] == record
+    storage.touch(body=body, patch=patch, value="x")
+    assert set(patch) == {"status"}
+
+    annotations = {
+        "swarm.agentihooks.io/launch_execution": '{"started":"2026-11-29T00:00:00","retries":4}',
+        "swarm.agentihooks.io/kopf-managed": "yes",
+    }
+    raw = {"apiVersion": "v1", "kind": "X", "metadata": {"name": "e", "annotations": annotations}}
+    old = kopf.Body(cast(kopf.RawBody, raw))
+    assert storage.fetch(key=key, body=old) == {"started": "2026-11-29T00:00:00", "retries": 4}
+    status = {"kopf": {"progress": {"launch_execution": record}}}
+    handled = kopf.Body(cast(kopf.RawBody, {**raw, "status": status}))
+    assert storage.fetch(key=key, body=handled) == record  # The status wins once written.
+    purged = kopf.Patch()
+    storage.purge(key=key, body=handled, patch=purged)  # Both go once the handler is done.
+    assert purged["status"]["kopf"]["progress"]["launch_execution"] is None
+    assert purged["metadata"]["annotations"]["swarm.agentihooks.io/launch_execution"] is None
+    essence = cast(kopf.BodyEssence, {"metadata": {"annotations": dict(annotations)}, "spec": {"a": 1}})
+    assert storage.clear(essence=essence) == {"spec": {"a": 1}}
+
+
 def test_a_launch_that_may_pass_is_pending_with_the_error_and_cleared_by_the_launch() -> None:
     error = errors.ApiRefused(
         'create pod ns/swarm-worker-e1-1: 403 Forbidden: serviceaccount "x" not found', status=403

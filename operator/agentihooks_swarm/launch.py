@@ -322,6 +322,8 @@ class Removal:
     removed: bool
     why: str
     capture: records.StartupCapture | None = None
+    #: A ``StartupRefused`` Event was posted (its capture is stored).
+    announced: bool = False
 
 
 def describe(capture: records.StartupCapture) -> str:
@@ -344,15 +346,27 @@ async def remove_at_launch(
     uid: str,
     notify: events.Events,
     guard: leadership.Guard | None = None,
+    refused: str | None = None,
 ) -> Removal:
     """The spec's launch removal, once. Any failed step keeps the Pod (``removed: false``).
 
     ``guard`` is checked before the Redis write and before the delete: a replica that lost the
     lease raises ``NotLeader`` there and leaves both to the leader.
+
+    ``refused`` is why the hand was refused (:meth:`Refusal.describe`). One Event tells it: the
+    ``StartupRefused`` of a stored capture, which names the refusal too, else ``HandRefused``.
+    A separate ``HandRefused`` before every capture cost the cluster an Event more per refused
+    launch, the costliest part of the capture in ``make bench`` (docs/benchmarks.md).
     """
     guard = guard or leadership.Unguarded()
-    removal = await _remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=notify, guard=guard)
+    removal = await _remove_at_launch(
+        runtime=runtime, attempt=attempt, uid=uid, notify=notify, guard=guard, refused=refused
+    )
     runtime.metrics.pods_removed.labels(path="launch", outcome="removed" if removal.removed else "kept").inc()
+    if refused is not None and not removal.announced:
+        notify.warning(
+            reason="HandRefused", message=f"The hand to {attempt.pod_name} was refused: {refused}."
+        )
     if not removal.removed:
         logger.warning(
             "Launch removal kept pod %s/%s (removed: false): %s. Final cleanup will retry.",
@@ -368,7 +382,13 @@ async def remove_at_launch(
 
 
 async def _remove_at_launch(
-    *, runtime: Runtime, attempt: Attempt, uid: str, notify: events.Events, guard: leadership.Guard
+    *,
+    runtime: Runtime,
+    attempt: Attempt,
+    uid: str,
+    notify: events.Events,
+    guard: leadership.Guard,
+    refused: str | None,
 ) -> Removal:
     client = runtime.pods
     try:
@@ -390,6 +410,7 @@ async def _remove_at_launch(
         runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
         runtime.metrics.captures.labels(path="launch", result="kept").inc()
         return Removal(removed=False, why=f"its log could not be read: {e}")
+    announced = False
     if capture is not None:
         if runtime.recorder is None:
             runtime.metrics.captures.labels(path="launch", result="kept").inc()
@@ -411,7 +432,11 @@ async def _remove_at_launch(
             return Removal(removed=False, why=f"its capture could not be stored: {e}", capture=capture)
         runtime.metrics.captures.labels(path="launch", result="stored").inc()
         metrics.count_capture(runtime.metrics, path="launch", capture=capture)
-        notify.warning(reason="StartupRefused", message=f"Worker pod {attempt.pod_name}: {describe(capture)}")
+        hand = f" (the hand was refused: {refused})" if refused is not None else ""
+        notify.warning(
+            reason="StartupRefused", message=f"Worker pod {attempt.pod_name}{hand}: {describe(capture)}"
+        )
+        announced = True
     guard.check(before=f"deleting pod {attempt.pod_name}")
     try:
         await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
@@ -422,16 +447,24 @@ async def _remove_at_launch(
             )
         except errors.ApiError as e:
             return Removal(
-                removed=False, why=f"the delete answered 404 and the list failed: {e}", capture=capture
+                removed=False,
+                why=f"the delete answered 404 and the list failed: {e}",
+                capture=capture,
+                announced=announced,
             )
         if listed:
             return Removal(
-                removed=False, why="the delete answered 404 but the pod is still listed", capture=capture
+                removed=False,
+                why="the delete answered 404 but the pod is still listed",
+                capture=capture,
+                announced=announced,
             )
-        return Removal(removed=True, why="the pod was gone before the delete", capture=capture)
+        return Removal(
+            removed=True, why="the pod was gone before the delete", capture=capture, announced=announced
+        )
     except errors.ApiError as e:
-        return Removal(removed=False, why=f"the delete failed: {e}", capture=capture)
-    return Removal(removed=True, why="deleted", capture=capture)
+        return Removal(removed=False, why=f"the delete failed: {e}", capture=capture, announced=announced)
+    return Removal(removed=True, why="deleted", capture=capture, announced=announced)
 
 
 async def launch(
@@ -464,11 +497,13 @@ async def launch(
         return Launched(
             hand=records.HandResult(generation=attempt.generation, handed=True, pod=attempt.pod_name)
         )
-    notify.warning(
-        reason="HandRefused", message=f"The hand to {attempt.pod_name} was refused: {refusal.describe()}."
-    )
     removal = await remove_at_launch(
-        runtime=runtime, attempt=attempt, uid=pod["metadata"]["uid"], notify=notify, guard=guard
+        runtime=runtime,
+        attempt=attempt,
+        uid=pod["metadata"]["uid"],
+        notify=notify,
+        guard=guard,
+        refused=refusal.describe(),
     )
     return Launched(
         hand=records.HandResult(

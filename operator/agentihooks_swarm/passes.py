@@ -99,7 +99,8 @@ def track(body: Mapping[str, Any]) -> Tracked | None:
         uid=str(metadata.get("uid") or ""),
         swarm=str(spec.get("swarm") or ""),
         cancel=bool(spec.get("cancel")),
-        status=dict(status),  # The status' own fields only: nothing else of the body stays.
+        # The status' own fields only (not kopf's bookkeeping in it): nothing else of the body stays.
+        status={k: v for k, v in status.items() if k != "kopf"},
     )
 
 

@@ -95,8 +95,9 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ),
     ("B", f"POST {_POD}"): "the launch creates the worker Pod",
     ("A", "POST /api/v1/namespaces/{ns}/events"): (
-        "the README's Events: HandRefused, StartupRefused (capture only: it quotes the captured log "
-        "line), CleanupFinished (posted by the pass)"
+        "the README's Events: the launch's one Event (StartupRefused with the capture: it names the "
+        "refusal and quotes the captured log line; HandRefused in the baseline, which captures "
+        "nothing), CleanupFinished (posted by the pass)"
     ),
     (
         "B",

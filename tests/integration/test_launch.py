@@ -351,7 +351,11 @@ async def test_forbidden_pod_log_keeps_the_pod(
     notify = events.Collected()
     async with runtime_for(kubeconfig) as runtime:
         removal = await launch.remove_at_launch(
-            runtime=runtime, attempt=attempt, uid=pod["metadata"]["uid"], notify=notify
+            runtime=runtime,
+            attempt=attempt,
+            uid=pod["metadata"]["uid"],
+            notify=notify,
+            refused="project_unpermitted",
         )
         failures = runtime.metrics.log_read_failures.labels(path="launch", cause="refused")._value.get()
     assert removal.removed is False
@@ -359,7 +363,9 @@ async def test_forbidden_pod_log_keeps_the_pod(
     assert failures == 1
     assert await pod_exists(admin_api, attempt)
     assert await store.read_startup(slug=SLUG, execution="e1") is None
-    assert [e[:2] for e in notify.items] == [("Warning", "LaunchRemovalKept")]
+    # Nothing captured: the refusal has its own Event, then why the Pod was kept.
+    assert [e[:2] for e in notify.items] == [("Warning", "HandRefused"), ("Warning", "LaunchRemovalKept")]
+    assert notify.items[0][2] == f"The hand to {attempt.pod_name} was refused: project_unpermitted."
 
 
 @pytest.mark.parametrize(
@@ -603,19 +609,25 @@ async def test_project_unpermitted_removes_a_refused_pod_after_storing_its_recor
 ) -> None:
     attempt = attempt_for(namespace)
     await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
+    notify = events.Collected()
     async with runtime_for(proxy_kubeconfig) as runtime:
         launched = await launch.launch(
             runtime=runtime,
             attempt=attempt,
             swarm=swarm_spec(),
             execution=resources.parse_execution(name="e1", spec={"swarm": SLUG, "project": "outside"}),
-            notify=events.Collected(),
+            notify=notify,
         )
     hand = launched.hand
     assert (hand.handed, hand.reason, hand.removed) == (False, "project_unpermitted", True)
     assert launched.detail == ""  # No API server refused anything: the reason says it all.
     record = await store.read_startup(slug=SLUG, execution="e1")
     assert record is not None and record.startup.containers[0].terminated["exitCode"] == 78
+    # One Event for the refused launch: the captured startup, naming the refusal.
+    [(kind, reason, message)] = notify.items
+    assert (kind, reason) == ("Warning", "StartupRefused")
+    assert message.startswith(f"Worker pod {attempt.pod_name} (the hand was refused: project_unpermitted): ")
+    assert message.endswith("worker startup refused: planted kind refusal")
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,11 @@ def test_only_launched_unfinished_executions_are_in_flight() -> None:
     table.observe(event=None, body=execution(uid="invalid", phase="Invalid"))
     table.observe(event=None, body=execution(uid="deleting", deleting=True))
     assert [t.uid for t in table] == ["running"]
+    handled = execution(uid="handled")
+    handled["status"]["kopf"] = {"last-handled-configuration": '{"spec":{}}'}
+    table.observe(event=None, body=handled)
+    assert "kopf" not in next(t for t in table if t.uid == "handled").status  # kopf's, not the pass's.
+    table.observe(event="DELETED", body=handled)
     tracked = next(iter(table))
     assert (tracked.namespace, tracked.name, tracked.swarm, tracked.cancel, tracked.generation) == (
         "ns",

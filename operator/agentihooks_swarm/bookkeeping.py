@@ -16,8 +16,8 @@ with "metadata.annotations: Too long" (the API server's 256 KiB limit), and kopf
 forever with no condition to show. So the essence is stored with large values replaced by their
 digest (:func:`compact`): a change to a large value still changes its digest, so kopf still sees
 every change (its ``old``/``new``/``diff`` then show digests for those fields, which no handler
-here reads). The progress storage stays kopf's own: its records are small (our messages are
-trimmed).
+here reads). The progress records are stored as kopf makes them: they are small (our messages
+are trimmed).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final, TypeVar
@@ -155,8 +156,9 @@ _Stored = TypeVar("_Stored", bound=pydantic.BaseModel)
 class AttemptRecords:
     """What a controller pass reads of one attempt, read together (:meth:`AsyncStore.read_attempt`).
 
-    Each record is parsed when it is asked for, as it was when each was read on its own: a record
-    the pass does not need (a worker's heartbeat after the attempt was retained) is never parsed.
+    Each record is parsed when it is first asked for (once: a pass asks for the heartbeat twice),
+    as it was when each was read on its own: a record the pass does not need (a worker's
+    heartbeat after the attempt was retained) is never parsed.
     """
 
     raw: dict[str, Any]
@@ -165,27 +167,27 @@ class AttemptRecords:
         value = self.raw.get(name)
         return None if value is None else records.load(model, value)
 
-    @property
+    @functools.cached_property
     def retained(self) -> records.Retained | None:
         return self._get(RETAINED, records.Retained)
 
-    @property
+    @functools.cached_property
     def final(self) -> records.FinalRecord | None:
         return self._get(FINALS, records.FinalRecord)
 
-    @property
+    @functools.cached_property
     def outcome(self) -> records.Outcome | None:
         return self._get(OUTCOMES, records.Outcome)
 
-    @property
+    @functools.cached_property
     def heartbeat(self) -> records.Heartbeat | None:
         return self._get(HEARTBEATS, records.Heartbeat)
 
-    @property
+    @functools.cached_property
     def journal(self) -> records.Journal | None:
         return self._get(JOURNAL, records.Journal)
 
-    @property
+    @functools.cached_property
     def startup(self) -> records.StartupRecord | None:
         return self._get(STARTUP_DIAGNOSTICS, records.StartupRecord)
 

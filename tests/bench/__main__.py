@@ -77,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir=args.from_results.parent,
         )
         return 0
+    if args.profile and not Path(sys.executable).with_name("py-spy").exists():
+        parser.error(f"--profile samples with py-spy: {Path(sys.executable).parent / 'pip'} install py-spy")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     scenarios: list[Scenario] = [s for s in ("A", "B") if s in args.scenarios.split(",")]
     command = (

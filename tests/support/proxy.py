@@ -926,6 +926,7 @@ class FaultProxy:
             try:
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
+                await response.write_eof()
             except aiohttp.ClientPayloadError:
                 # The upstream broke off mid-body: break the client's connection the same way.
                 if request.transport is not None:
@@ -933,5 +934,4 @@ class FaultProxy:
                 return response
             except (ConnectionResetError, aiohttp.ClientConnectionResetError):
                 return response  # The client went away mid-stream (a watch it stopped): nothing to do.
-            await response.write_eof()
             return response

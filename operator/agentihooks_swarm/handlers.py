@@ -64,7 +64,8 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
     # kopf keeps a worker per object, holding the object's last body, until it has been idle this
     # long (5 s by default). At a restart with 2,000 Executions in flight, the idle workers' bodies
     # were 30 MiB of the peak RSS; at 0.1 s a worker ends once its events are handled and the next
-    # event starts another (make bench-history: 142 to 120 MiB; docs/benchmarks.md).
+    # event starts another (that restart's peak: 142 to 120 MiB; make bench-history at 20,000 Done:
+    # 152 to 123 MiB; docs/benchmarks.md).
     settings.queueing.idle_timeout = 0.1
     collector = metrics.Metrics()
     if config.metrics_port:
@@ -119,7 +120,8 @@ async def start(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger,
     gc.freeze()
     # The young generation collected every 5,000 allocations, not 700: each pass allocates
     # thousands of short-lived objects (JSON, requests, tasks), and collections were 2 ms of the
-    # CPU per refused Pod in make bench A (with the freeze: 0.7 ms).
+    # CPU per refused Pod in make bench A (with the freeze and this threshold: 0.7 ms; it costs
+    # about 5 MiB of peak RSS there).
     gc.set_threshold(5000, 10, 10)
     logger.info("agentihooks-swarm started (namespace: %s).", config.namespace or "all")
 

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from tests.bench import history, report
-from tests.bench.run import Mode, Result, Run, Scenario, remove_namespace
+from tests.bench.run import PY_SPY, Mode, Result, Run, Scenario, remove_namespace
 from tests.support import crds
 from tests.support.cluster import STATE_ENV, ControlPlane, build, start
 from tests.support.redis_server import RedisServer
@@ -77,8 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir=args.from_results.parent,
         )
         return 0
-    if args.profile and not Path(sys.executable).with_name("py-spy").exists():
-        parser.error(f"--profile samples with py-spy: {Path(sys.executable).parent / 'pip'} install py-spy")
+    if args.profile and not PY_SPY.exists():
+        parser.error(f"--profile samples with py-spy: {PY_SPY.with_name('pip')} install py-spy")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     scenarios: list[Scenario] = [s for s in ("A", "B") if s in args.scenarios.split(",")]
     command = (

@@ -453,6 +453,10 @@ async def remove_namespace(cluster: ControlPlane, namespace: str) -> None:
         await api.request("DELETE", f"/api/v1/namespaces/{namespace}", ok=(200, 202, 404))
 
 
+#: The sampler ``--profile`` runs: py-spy installed next to this interpreter (``pip install py-spy``).
+PY_SPY: Final = Path(sys.executable).with_name("py-spy")
+
+
 def _py_spy(pid: int, path: Path) -> subprocess.Popen[bytes]:
     """Sample the operator with py-spy (``pip install py-spy``) into collapsed stacks, until SIGINT."""
     return subprocess.Popen(
@@ -471,7 +475,7 @@ def _py_spy(pid: int, path: Path) -> subprocess.Popen[bytes]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        executable=str(Path(sys.executable).with_name("py-spy")),
+        executable=str(PY_SPY),
     )
 
 

@@ -1,20 +1,32 @@
 """``python -m agentihooks_swarm`` (or ``agentihooks-swarm``): run the operator, read records.
 
-* ``run [kopf run options]`` — the operator; the same as ``kopf run -m agentihooks_swarm.handlers``.
-* ``worker heartbeat|outcome …`` — the worker's reports (see :mod:`agentihooks_swarm.worker`).
+* ``run [--namespace NS | --all-namespaces] [--liveness URL] [--verbose] [--log-format F]`` —
+  the operator (see :func:`serve`);
+* ``worker heartbeat|outcome …`` — the worker's reports (see :mod:`agentihooks_swarm.worker`);
 * ``records startup|retained|journal|hand|final SLUG EXECUTION`` — print a stored record, pretty.
-  Exits 1 with a sentence when there is none.
+  Exits 1 with a sentence when there is none;
+* ``records forget SLUG EXECUTION [--force]`` — remove an execution's records, so that its
+  name can be used by a new Execution (an Execution under a used name is ``Invalid``,
+  ``NameInUse``, until then).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import gc
 import json
-import os
+import logging
+import signal
 import sys
+import urllib.parse
 from collections.abc import Sequence
 
 from agentihooks_swarm import settings as settings_, store as store_
+from agentihooks_swarm.kubernetes import api, diagnostics
+
+logger = logging.getLogger("agentihooks_swarm")
 
 VIEWS = {
     "startup": (store_.STARTUP_DIAGNOSTICS, None, "launch removal's capture"),
@@ -24,6 +36,18 @@ VIEWS = {
     "final": (store_.FINALS, None, "the attempt's final record"),
 }
 
+#: The line the operator logs once it runs (tests and the demo wait for it).
+STARTED = "agentihooks-swarm started"
+
+
+def _store_error(e: Exception) -> int:
+    print(
+        f"Cannot read Redis ({type(e).__name__}: {e}). Check AGENTIHOOKS_SWARM_REDIS_URL "
+        "(and REDIS_MODE, REDIS_SENTINELS).",
+        file=sys.stderr,
+    )
+    return 2
+
 
 def records(*, view: str, slug: str, execution: str, full: bool) -> int:
     hash_name, focus, what = VIEWS[view]
@@ -32,12 +56,7 @@ def records(*, view: str, slug: str, execution: str, full: bool) -> int:
         key = store.key(slug, hash_name)
         raw = store.redis.hget(key, execution)
     except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
-        print(
-            f"Cannot read Redis ({type(e).__name__}: {e}). Check AGENTIHOOKS_SWARM_REDIS_URL "
-            "(and REDIS_MODE, REDIS_SENTINELS).",
-            file=sys.stderr,
-        )
-        return 2
+        return _store_error(e)
     if raw is None:
         hint = {
             "startup": "the Pod was not refused, cleanup removed it instead, or it was gone before "
@@ -54,30 +73,134 @@ def records(*, view: str, slug: str, execution: str, full: bool) -> int:
     return 0
 
 
-def _scope(args: list[str]) -> list[str]:
-    """Without a namespace option, serve AGENTIHOOKS_SWARM_NAMESPACE, or every namespace.
+def forget(*, slug: str, execution: str, force: bool) -> int:
+    try:
+        removed = store_.connect().forget(slug=slug, execution=execution, force=force)
+    except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
+        return _store_error(e)
+    if removed is None:
+        print(
+            f"Execution {execution!r} of swarm {slug!r} has a cleanup-journal entry: its cleanup has not "
+            "finished and its Pods may still exist. Let the operator finish it (`records journal` shows "
+            "what it waits for), or pass --force to remove the records anyway.",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"Removed {removed} records of execution {execution!r} of swarm {slug!r}; the name is free.")
+    return 0
 
-    With one ``--namespace`` and no AGENTIHOOKS_SWARM_NAMESPACE, that namespace becomes the
-    setting too: the operator's own watch of Done Executions serves the namespace kopf serves.
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentihooks-swarm run", description="Run the operator.")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", action="append", default=[], help="a namespace to serve")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="serve every namespace")
+    parser.add_argument("--liveness", help="serve /healthz and /readyz at this URL's host and port")
+    parser.add_argument("--log-format", choices=["plain", "full", "json"], default="full")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-d", "--debug", action="store_true")
+    parser.add_argument("-q", "--quiet", action="store_true")
+    # kopf run's options that earlier versions passed: one replica acts by the Lease, never by
+    # kopf's peering, so these are accepted and change nothing.
+    parser.add_argument("--standalone", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--peering", help=argparse.SUPPRESS)
+    return parser
+
+
+def _scope(args: argparse.Namespace, settings: settings_.Settings) -> tuple[settings_.Settings, list[str]]:
+    """The namespaces to serve, and the settings with that namespace when one is given.
+
+    Without an option, ``AGENTIHOOKS_SWARM_NAMESPACE``, else every namespace. One ``--namespace``
+    is the setting too: the operator's own watches serve the namespace kopf serves.
     """
-    given = {"-n", "--namespace", "-A", "--all-namespaces"}
-    if any(a in given or a.split("=", 1)[0] in given for a in args):
-        named = _namespaces(args)
-        if len(named) == 1 and not settings_.Settings.from_env().namespace and "*" not in named[0]:
-            os.environ["AGENTIHOOKS_SWARM_NAMESPACE"] = named[0]
-        return args
-    namespace = settings_.Settings.from_env().namespace
-    return [*args, f"--namespace={namespace}"] if namespace else [*args, "--all-namespaces"]
+    if args.all_namespaces:
+        return settings, []
+    if not args.namespace:
+        return settings, [settings.namespace] if settings.namespace else []
+    if len(args.namespace) == 1 and not settings.namespace:
+        settings = settings.model_copy(update={"namespace": args.namespace[0]})
+    return settings, list(args.namespace)
 
 
-def _namespaces(args: list[str]) -> list[str]:
-    found = []
-    for index, arg in enumerate(args):
-        if arg in ("-n", "--namespace") and index + 1 < len(args):
-            found.append(args[index + 1])
-        elif arg.startswith("--namespace="):
-            found.append(arg.split("=", 1)[1])
-    return found
+def _probe_address(url: str | None) -> tuple[str, int] | None:
+    if not url:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or parts.port is None:
+        raise settings_.InvalidSettings(f"--liveness {url!r}: give http://HOST:PORT/healthz")
+    return parts.hostname or "0.0.0.0", parts.port
+
+
+async def serve(
+    *,
+    settings: settings_.Settings,
+    namespaces: list[str],
+    probes: tuple[str, int] | None,
+    capture: diagnostics.Capture = diagnostics.startup,
+) -> int:
+    """The operator: its supervised tasks (kopf's handlers among them) and its probes, until
+    SIGTERM or SIGINT, or until the supervisor gives a task up (then the exit status is 1).
+
+    ``capture`` is always :func:`diagnostics.startup` when the operator runs as itself; only the
+    bench passes another (its capture-free baseline), in-process.
+    """
+    from agentihooks_swarm import app as app_, handlers, health, kopf_adapter, supervisor
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with app_.open_app(settings=settings, capture=capture) as app, contextlib.AsyncExitStack() as stack:
+        app.supervisor.on_give_up = lambda name: stop.set()
+        if settings.metrics_port:
+            app.metrics.serve(port=settings.metrics_port)
+        if probes is not None:
+            host, port = probes
+            await stack.enter_async_context(
+                health.serving(host=host, port=port, healthy=app.problems, ready=app.synced)
+            )
+        kopf_operator = kopf_adapter.Operator(
+            registry=handlers.register(
+                kopf_adapter.registry(credentials=api.configuration), app=app, loop=loop
+            ),
+            settings=kopf_adapter.settings(),
+            namespaces=namespaces,
+        )
+        await app.leader.attempt()  # Decide before anything runs, so the leader starts at once.
+        for runnable in [*app.runnables(), supervisor.Runnable(name="kopf", run=kopf_operator.run)]:
+            app.supervisor.start(runnable)
+        stack.push_async_callback(app.leader.release)
+        stack.push_async_callback(app.supervisor.stop)
+        stack.callback(kopf_operator.stop)
+        try:
+            await app.store.ping()
+        except Exception as e:
+            logger.error("%s; captures cannot be stored until it is back, so refused pods are kept.", e)
+        _settle_memory()
+        logger.info("%s (namespace: %s).", STARTED, ", ".join(namespaces) or "all")
+        await stop.wait()
+        logger.info("agentihooks-swarm stopping.")
+    return 1 if app.supervisor.given_up else 0
+
+
+def _settle_memory() -> None:
+    """What is alive now (the modules: kubernetes-asyncio's client alone is tens of MiB of objects)
+    lives as long as the process: the collector need not traverse it again in every full
+    collection. Each step allocates thousands of short-lived objects (JSON, requests, tasks), so
+    the young generation is collected every 5,000 allocations, not 700."""
+    gc.freeze()
+    gc.set_threshold(5000, 10, 10)
+
+
+def _run(argv: list[str]) -> int:
+    args = _run_parser().parse_args(argv)
+    from agentihooks_swarm import kopf_adapter
+
+    kopf_adapter.configure_logging(
+        verbose=args.verbose, debug=args.debug, quiet=args.quiet, log_format=args.log_format
+    )
+    settings, namespaces = _scope(args, settings_.Settings.from_env())
+    return asyncio.run(serve(settings=settings, namespaces=namespaces, probes=_probe_address(args.liveness)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,13 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
-        settings_.Settings.from_env()  # Fail here, in one line, rather than inside kopf.
-        from kopf import cli  # The operator's own CLI; imported late so `records` stays light.
-
-        return int(
-            cli.main(["run", "-m", "agentihooks_swarm.handlers", *_scope(argv[1:])], standalone_mode=False)
-            or 0
-        )
+        return _run(argv[1:])
     if argv[:1] == ["worker"]:
         from agentihooks_swarm import worker
 
@@ -105,14 +222,17 @@ def _main(argv: list[str]) -> int:
         prog="agentihooks-swarm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("run", help="run the operator (kopf run options follow)")
+    commands.add_parser("run", help="run the operator (see `run --help`)")
     commands.add_parser("worker", help="report heartbeats and the outcome from a worker")
-    reader = commands.add_parser("records", help="print a stored record")
-    reader.add_argument("view", choices=sorted(VIEWS))
+    reader = commands.add_parser("records", help="print a stored record, or forget an execution's records")
+    reader.add_argument("view", choices=[*sorted(VIEWS), "forget"])
     reader.add_argument("slug")
     reader.add_argument("execution")
     reader.add_argument("--full", action="store_true", help="the whole record, not only its pods")
+    reader.add_argument("--force", action="store_true", help="forget: even while cleanup is unfinished")
     args = parser.parse_args(argv)
+    if args.view == "forget":
+        return forget(slug=args.slug, execution=args.execution, force=args.force)
     return records(view=args.view, slug=args.slug, execution=args.execution, full=args.full)
 
 

@@ -1,9 +1,8 @@
 """An attempt after its launch: become final, wait for the archive, clean up.
 
-:func:`advance` is called on every controller pass over an Execution (:mod:`passes`, and the
-delete handler). Each call moves the attempt as far as it can and returns a :class:`Progress`
-that the handler writes to the Execution's status, so ``kubectl get executions`` shows what the
-attempt waits for.
+:func:`advance` moves one attempt as far as it can and returns a :class:`model.Progress` for its
+Execution's status, so ``kubectl get executions`` shows what the attempt waits for. Its only
+caller is :func:`lifecycle.step`, which never runs two steps of one Execution at once.
 """
 
 from __future__ import annotations
@@ -11,42 +10,25 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentihooks_swarm import cleanup, events, finals, launch, metrics, records, store as store_
+from agentihooks_swarm import cleanup, events, finals, metrics, model, records, store as store_
 from agentihooks_swarm.kubernetes import diagnostics, labels
+from agentihooks_swarm.model import Phase, Progress
 
 #: The reason of an attempt ended because its Pod was never scheduled in its startup deadline.
 UNSCHEDULABLE = "Unschedulable"
 #: The reason while the kubelet is failing a Pod past its startup deadline.
 STARTUP_DEADLINE = "StartupDeadlineExceeded"
 
-#: What a pass waits for while the worker runs (the create handler writes it with the hand).
+#: What a pass waits for while the worker runs (the launch writes it with the hand).
 WORKER_RUNNING = "the worker to finish"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Progress:
-    phase: str
-    outcome: str | None = None
-    waiting_for: str = ""
-    retained: records.Retained | None = None
-    #: Why the attempt is ending or ended the way it does (``StartupDeadlineExceeded``,
-    #: ``Unschedulable``), with a sentence for the Execution's status.
-    reason: str = ""
-    message: str = ""
-    #: The failure class of the attempt's captured Pod (or of its final record's evidence).
-    failure_class: str | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.retained is not None
 
 
 async def advance(
     *,
-    runtime: launch.Runtime,
+    runtime: model.Runtime,
     store: store_.AsyncStore,
-    guard: cleanup.Guard,
-    attempt: launch.Attempt,
+    guard: model.Guard,
+    attempt: model.Attempt,
     hand: records.HandResult,
     cancelled: bool,
     deadline_seconds: float,
@@ -54,57 +36,29 @@ async def advance(
 ) -> Progress:
     """Move the attempt on; raises what :func:`cleanup.run` raises when a cleanup pass fails.
 
-    The attempt's records are read once, together, at the start of the pass (one round trip).
+    The attempt's records are read once, together, at the start of the step (one round trip).
     """
     stored = await store.read_attempt(slug=attempt.slug, execution=attempt.execution)
     retained = stored.retained
     if retained is not None:
         return _finished(stored=stored, retained=retained)
-    final = stored.final
     seen: dict[str, dict[str, Any]] = {}
+    final = stored.final
     if final is None:
-        pod = await runtime.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
-        if pod is not None:
-            seen[hand.pod] = pod
-        reported = stored.outcome
-        state = finals.final_state(hand=hand, pod=pod, cancelled=cancelled, outcome=reported)
-        reason: str | None = None
-        evidence: records.StartupCapture | None = None
-        late: finals.Overdue | None = None
-        if state is None and pod is not None:
-            late = finals.overdue(pod, default=runtime.startup_deadline_seconds, at=finals.now())
-            if late is not None and late.scheduled:
-                return await _fail_by_kubelet(
-                    runtime=runtime, guard=guard, attempt=attempt, pod=pod, late=late, notify=notify
-                )
-            if late is not None:
-                state, reason = records.FinalState.FAILED, UNSCHEDULABLE
-                evidence = await diagnostics.evidence(pod, runtime.pods)
-        if state is None:
-            phase = str(((pod or {}).get("status") or {}).get("phase") or "Pending")
-            return Progress(phase=phase, waiting_for=WORKER_RUNNING)
-        heartbeat = stored.heartbeat
-        guard.check(before="recording the final record")
-        final = await store.record_final(
-            slug=attempt.slug,
-            final=records.FinalRecord(
-                execution=attempt.execution,
-                generation=attempt.generation,
-                state=state,
-                transcript_end=heartbeat.transcript if heartbeat is not None else 0,
-                outcome=store.key(attempt.slug, store_.OUTCOMES),
-                at=finals.timestamp(finals.now()),
-                reason=reason,
-                evidence=evidence,
-            ),
+        found = await _become_final(
+            runtime=runtime,
+            store=store,
+            guard=guard,
+            attempt=attempt,
+            hand=hand,
+            cancelled=cancelled,
+            stored=stored,
+            notify=notify,
+            seen=seen,
         )
-        if evidence is not None and late is not None and final.evidence is evidence:  # Ours was stored.
-            _unschedulable(runtime=runtime, attempt=attempt, evidence=evidence, late=late, notify=notify)
-        notify.normal(
-            reason="AttemptFinal",
-            message=f"Attempt {attempt.generation} is final: {final.state}"
-            + (f" ({final.reason})." if final.reason else "."),
-        )
+        if isinstance(found, Progress):
+            return found
+        final = found
     guard.check(before="recording the outcome")
     await store.record_outcome(
         slug=attempt.slug,
@@ -116,13 +70,12 @@ async def advance(
             at=finals.timestamp(finals.now()),
         ),
     )
-    heartbeat = stored.heartbeat
     ready = finals.readiness(
-        final=final, heartbeat=heartbeat, deadline_seconds=deadline_seconds, at=finals.now()
+        final=final, heartbeat=stored.heartbeat, deadline_seconds=deadline_seconds, at=finals.now()
     )
     if not ready.ready:
         return Progress(
-            phase="Archiving",
+            phase=Phase.ARCHIVING,
             outcome=final.state,
             waiting_for=ready.waiting_for,
             reason=final.reason or "",
@@ -144,6 +97,64 @@ async def advance(
     return _finished(stored=stored, retained=retained)
 
 
+async def _become_final(
+    *,
+    runtime: model.Runtime,
+    store: store_.AsyncStore,
+    guard: model.Guard,
+    attempt: model.Attempt,
+    hand: records.HandResult,
+    cancelled: bool,
+    stored: store_.AttemptRecords,
+    notify: events.Events,
+    seen: dict[str, dict[str, Any]],
+) -> records.FinalRecord | Progress:
+    """The attempt's final record (written once now, or an earlier one), or the progress of an
+    attempt that is not final yet."""
+    pod = await runtime.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
+    if pod is not None:
+        seen[hand.pod] = pod
+    state = finals.final_state(hand=hand, pod=pod, cancelled=cancelled, outcome=stored.outcome)
+    reason: str | None = None
+    evidence: records.StartupCapture | None = None
+    late: finals.Overdue | None = None
+    if state is None and pod is not None:
+        late = finals.overdue(pod, default=runtime.startup_deadline_seconds, at=finals.now())
+        if late is not None and late.scheduled:
+            return await _fail_by_kubelet(
+                runtime=runtime, guard=guard, attempt=attempt, pod=pod, late=late, notify=notify
+            )
+        if late is not None:
+            state, reason = records.FinalState.FAILED, UNSCHEDULABLE
+            evidence = await diagnostics.evidence(pod, runtime.pods)
+    if state is None:
+        pod_phase = ((pod or {}).get("status") or {}).get("phase")
+        return Progress(phase=Phase.of_pod(pod_phase), waiting_for=WORKER_RUNNING)
+    heartbeat = stored.heartbeat
+    guard.check(before="recording the final record")
+    final = await store.record_final(
+        slug=attempt.slug,
+        final=records.FinalRecord(
+            execution=attempt.execution,
+            generation=attempt.generation,
+            state=state,
+            transcript_end=heartbeat.transcript if heartbeat is not None else 0,
+            outcome=store.key(attempt.slug, store_.OUTCOMES),
+            at=finals.timestamp(finals.now()),
+            reason=reason,
+            evidence=evidence,
+        ),
+    )
+    if evidence is not None and late is not None and final.evidence is evidence:  # Ours was stored.
+        _unschedulable(runtime=runtime, attempt=attempt, evidence=evidence, late=late, notify=notify)
+    notify.normal(
+        reason="AttemptFinal",
+        message=f"Attempt {attempt.generation} is final: {final.state}"
+        + (f" ({final.reason})." if final.reason else "."),
+    )
+    return final
+
+
 def _finished(*, stored: store_.AttemptRecords, retained: records.Retained) -> Progress:
     """Done; a refused hand's class comes from launch removal's record (its Pod is gone by cleanup)."""
     progress = _done(retained)
@@ -160,7 +171,7 @@ def _done(retained: records.Retained) -> Progress:
     if final.evidence is not None:
         found.append(final.evidence.failure_class)
     return Progress(
-        phase="Done",
+        phase=Phase.DONE,
         outcome=final.state,
         retained=retained,
         reason=final.reason or "",
@@ -178,18 +189,18 @@ def _final_message(final: records.FinalRecord) -> str:
 
 async def _fail_by_kubelet(
     *,
-    runtime: launch.Runtime,
-    guard: cleanup.Guard,
-    attempt: launch.Attempt,
+    runtime: model.Runtime,
+    guard: model.Guard,
+    attempt: model.Attempt,
     pod: dict[str, Any],
     late: finals.Overdue,
     notify: events.Events,
 ) -> Progress:
     """Past its startup deadline on a node: set ``activeDeadlineSeconds`` once; the kubelet fails it."""
-    phase = str((pod.get("status") or {}).get("phase") or "Pending")
+    pod_phase = (pod.get("status") or {}).get("phase")
     why = diagnostics.summary(
         records.StartupCapture(
-            phase=phase,
+            phase=str(pod_phase or "Pending"),
             reason="",
             containers=[],
             waiting=diagnostics.waiting(pod) or None,
@@ -213,7 +224,7 @@ async def _fail_by_kubelet(
         runtime.metrics.startup_deadlines.labels(action="deadline_set").inc()
         notify.warning(reason=STARTUP_DEADLINE, message=message + ".")
     return Progress(
-        phase=phase,
+        phase=Phase.of_pod(pod_phase),
         waiting_for="the kubelet to fail the pod past its startup deadline",
         reason=STARTUP_DEADLINE,
         message=message,
@@ -222,8 +233,8 @@ async def _fail_by_kubelet(
 
 def _unschedulable(
     *,
-    runtime: launch.Runtime,
-    attempt: launch.Attempt,
+    runtime: model.Runtime,
+    attempt: model.Attempt,
     evidence: records.StartupCapture,
     late: finals.Overdue,
     notify: events.Events,

@@ -3,77 +3,73 @@
 One pass of :func:`run` walks the attempt's ``cleanup-journal`` entry and leaves Redis consistent
 at every step, so the operator may be killed anywhere and a later pass picks up where it stopped:
 
-1. Pin every Pod and Service of the attempt once (``HSETNX``); objects created later are not added.
+1. Pin every Pod and Service of the attempt once; objects created later are not added. No entry
+   is created for an execution that is retained already.
 2. For each pinned Pod that still exists with the same UID and labels: capture its startup
    diagnostics once and save them on the pinned entry as ``startup`` together with ``sent`` —
    *before* the delete is sent. A restarted pass reads the saved capture and never reads the log
    again; ``sent`` tells ``absent`` (gone before we sent) from ``absent_after_send``.
 3. A failed log read counts in ``log_reads``; below ``LOG_READS`` the pass fails and the Pod stays;
-   at ``LOG_READS`` the Pod is removed with exit reasons only (no ``log`` field).
+   at ``LOG_READS`` the Pod is removed with exit reasons only (no ``log`` field). A failure that may
+   pass (the Pod's node or the API server did not answer) counts only once enough time has passed
+   since the first failure (:data:`COUNTED_AFTER`): a node that is unreachable for a few minutes
+   costs no log, and a dead node's Pod still goes.
 4. When every pinned object has an outcome, the removed map moves to ``attempt-retained`` and the
    journal entry is cleared, in one Lua script (atomic; one slot, so legal on a Redis Cluster).
 
-Before each Redis write and each delete, ``guard.check`` proves this replica still leads.
+Every journal save is a compare-and-set on the entry's version, and the first retain wins: a pass
+that works from records another pass has changed since fails (``StaleWrite``) instead of writing
+them back. Before each Redis write and each delete, ``guard.check`` proves this replica still leads.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
+import datetime
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
-from agentihooks_swarm import (
-    errors,
-    events,
-    launch,
-    leadership,
-    metrics as metrics_,
-    records,
-    store as store_,
-)
-from agentihooks_swarm.kubernetes import diagnostics, labels
+from agentihooks_swarm import errors, events, finals, metrics as metrics_, model, records, store as store_
+from agentihooks_swarm.kubernetes import causes, diagnostics, labels
 
 logger = logging.getLogger(__name__)
 
 #: Failed log reads of one pinned Pod after which it is removed with exit reasons only. No setting.
 LOG_READS: Final = 3
-
+#: A failed read that may pass (the node, its kubelet or the API server did not answer) is the
+#: k-th counted failure only once ``COUNTED_AFTER[k - 1]`` seconds have passed since the Pod's
+#: first failed read; a refusal (403 …) counts at once, on every pass. No setting.
+COUNTED_AFTER: Final = (10.0, 60.0, 300.0)
 
 Kind = Literal["pod", "service"]
 Read = Callable[..., Awaitable[dict[str, Any] | None]]
 Delete = Callable[..., Awaitable[None]]
 
 
-Guard = leadership.Guard
-Unguarded = leadership.Unguarded
-
-
-class Unread(enum.Enum):
-    """Not read yet in this pass (None is "read: there is none")."""
-
-    UNREAD = enum.auto()
-
-
-UNREAD: Final = Unread.UNREAD
-
-
 class PassFailed(errors.SwarmError):
     """This pass stopped early on purpose (a failed log read, a Pod still terminating); retry later."""
 
 
+def counted(cause: causes.Cause, *, log_reads: int, since_first: float) -> bool:
+    """Whether a failed read counts in ``log_reads`` (see :data:`COUNTED_AFTER`)."""
+    if not cause.may_pass:
+        return True
+    return log_reads >= len(COUNTED_AFTER) or since_first >= COUNTED_AFTER[log_reads]
+
+
 @dataclasses.dataclass(kw_only=True)
 class _Pass:
-    runtime: launch.Runtime
+    runtime: model.Runtime
     store: store_.AsyncStore
-    guard: Guard
-    attempt: launch.Attempt
+    guard: model.Guard
+    attempt: model.Attempt
     notify: events.Events
     journal: records.Journal
     #: Pods read earlier in this same pass (the pin's list, the finality check's read), by name:
     #: a pinned Pod found here with its pinned UID is not read again milliseconds later.
     seen: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    clock: Callable[[], datetime.datetime] = finals.now
 
     async def save(self, *, before: str = "saving the journal") -> None:
         self.guard.check(before=before)
@@ -139,50 +135,84 @@ class _Pass:
             capture = await self.runtime.startup(pod, self.runtime.reader)
         except (errors.ApiRefused, ConnectionError, TimeoutError) as e:
             metrics.log_read_failures.labels(path="cleanup", cause=metrics_.cause(e)).inc()
-            entry.log_reads = (entry.log_reads or 0) + 1
-            if entry.log_reads < LOG_READS:
-                await self.save(before="counting a failed log read")
-                raise PassFailed(
-                    f"log read {entry.log_reads} of {LOG_READS} for pod {entry.name} failed: {e}; "
-                    "the pod stays and the next pass retries (check the controller Role for pods/log)"
-                ) from e
-            capture = await self.runtime.startup(pod, self.runtime.reader, read_logs=False, failed_read=e)
-            metrics.captures.labels(path="cleanup", result="degraded").inc()
-            if capture is not None:
-                metrics_.count_capture(metrics, path="cleanup", capture=capture)
-            self.notify.warning(
-                reason="LogsLost",
-                message=f"Pod {entry.name}: logs lost, exit reasons kept "
-                f"({LOG_READS} log reads failed: {e}).",
-            )
-            return capture
+            if not self._count_failed_read(entry, e):
+                await self.save(before="noting a failed log read")
+                raise PassFailed(self._failed_read_message(entry, e)) from e
+            return await self._degraded(pod, entry, e)
         metrics.captures.labels(path="cleanup", result="stored").inc()
         if capture is not None:
             metrics_.count_capture(metrics, path="cleanup", capture=capture)
         return capture
 
+    def _count_failed_read(self, entry: records.PinnedObject, error: BaseException) -> bool:
+        """Note a failed read on the entry; whether ``LOG_READS`` counted failures are reached."""
+        now = self.clock()
+        first = _parse(entry.log_read_failed_at) or now
+        entry.log_read_failed_at = entry.log_read_failed_at or finals.timestamp(now)
+        entry.log_read_error = diagnostics.log_error(error)
+        reads = entry.log_reads or 0
+        if counted(causes.of(error), log_reads=reads, since_first=(now - first).total_seconds()):
+            entry.log_reads = reads + 1
+        return (entry.log_reads or 0) >= LOG_READS
+
+    def _failed_read_message(self, entry: records.PinnedObject, error: BaseException) -> str:
+        cause = causes.of(error)
+        reads = entry.log_reads or 0
+        spacing = ""
+        if cause.may_pass and reads < len(COUNTED_AFTER):
+            first = _parse(entry.log_read_failed_at) or self.clock()
+            waited = (self.clock() - first).total_seconds()
+            spacing = (
+                f"; such failures count {', '.join(f'{s:g}' for s in COUNTED_AFTER)} s after the first "
+                f"({waited:.0f} s ago)"
+            )
+        return (
+            f"log read of pod {entry.name} failed ({cause.name}: {error}); log_reads {reads} of {LOG_READS}"
+            f"{spacing}; the pod stays and the next pass retries: {cause.hint}"
+        )
+
+    async def _degraded(
+        self, pod: dict[str, object], entry: records.PinnedObject, error: BaseException
+    ) -> records.StartupCapture | None:
+        """``LOG_READS`` counted failures: the capture keeps exit reasons only."""
+        metrics = self.runtime.metrics
+        capture = await self.runtime.startup(pod, self.runtime.reader, read_logs=False, failed_read=error)
+        metrics.captures.labels(path="cleanup", result="degraded").inc()
+        if capture is not None:
+            metrics_.count_capture(metrics, path="cleanup", capture=capture)
+        self.notify.warning(
+            reason="LogsLost",
+            message=f"Pod {entry.name}: logs lost, exit reasons kept "
+            f"({LOG_READS} log reads failed: {error}; {causes.of(error).hint}).",
+        )
+        return capture
+
+
+def _parse(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
 
 async def pin(
     *,
-    runtime: launch.Runtime,
+    runtime: model.Runtime,
     store: store_.AsyncStore,
-    guard: Guard,
-    attempt: launch.Attempt,
+    guard: model.Guard,
+    attempt: model.Attempt,
     seen: dict[str, dict[str, Any]] | None = None,
-    stored: records.Journal | Unread | None = UNREAD,
-) -> records.Journal:
-    """The attempt's journal entry: the stored one, or a new one pinning what exists now.
+    stored: records.Journal | None = None,
+) -> records.Journal | records.Retained:
+    """The attempt's journal entry: ``stored`` (read by the caller in this pass), or a new one
+    pinning what exists now; or the retained record, when another pass retained first.
 
-    ``stored`` is the entry when the caller read it already in this pass (None: there is none).
     The Pods listed for a new entry are added to ``seen`` (by name), for the removal that follows.
     """
-    journal = (
-        await store.read_journal(slug=attempt.slug, execution=attempt.execution)
-        if isinstance(stored, Unread)
-        else stored
-    )
-    if journal is not None:
-        return journal
+    if stored is not None:
+        return stored
     selector = labels.selector(attempt.labels)
     found_pods = await runtime.pods.list(namespace=attempt.namespace, selector=selector)
     if seen is not None:
@@ -211,35 +241,66 @@ async def pin(
 
 async def run(
     *,
-    runtime: launch.Runtime,
+    runtime: model.Runtime,
     store: store_.AsyncStore,
-    guard: Guard,
-    attempt: launch.Attempt,
+    guard: model.Guard,
+    attempt: model.Attempt,
     final: records.FinalRecord,
     watermark: int,
     archived: bool,
     notify: events.Events,
     seen: dict[str, dict[str, Any]] | None = None,
-    journal: records.Journal | Unread | None = UNREAD,
+    journal: records.Journal | None = None,
 ) -> records.Retained:
     """One cleanup pass to the end, or an exception that leaves the journal for the next pass.
 
-    ``seen`` holds Pods the caller read in this same pass, by name (see :class:`_Pass`); ``journal``
-    the journal entry when the caller read it in this same pass (None: there is none).
-    Raises :class:`PassFailed` (retry later), ``ApiError``/``StoreUnavailable`` (retry later) or
-    ``NotLeader`` (stop: another replica leads).
+    ``seen`` holds Pods the caller read in this same pass, by name (see :class:`_Pass`);
+    ``journal`` the journal entry when the caller read one in this same pass.
+    Returns the retained record: this pass's, or the one another pass stored first.
+    Raises :class:`PassFailed` (retry later), ``ApiError``/``StoreUnavailable``/``StaleWrite``
+    (retry later, reading the records again) or ``NotLeader`` (stop: another replica leads).
     """
     seen = dict(seen or {})
-    journal = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen, stored=journal)
+    pinned = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen, stored=journal)
+    if isinstance(pinned, records.Retained):
+        return pinned
     work = _Pass(
         runtime=runtime,
         store=store,
         guard=guard,
         attempt=attempt,
         notify=notify,
-        journal=journal,
+        journal=pinned,
         seen=seen,
     )
+    await _remove_pinned(work)
+    retained = records.Retained(
+        execution=attempt.execution,
+        final=final,
+        watermark=watermark,
+        archived=archived,
+        removed=pinned.removed,
+    )
+    guard.check(before="moving the journal to attempt-retained")
+    stored = await store.retain(slug=attempt.slug, retained=retained, journal_version=pinned.version or 0)
+    if stored is not retained:
+        return stored
+    outcomes = ", ".join(
+        f"{r.name}: {r.outcome}"
+        + (f" (class {r.startup.failure_class})" if r.startup and r.startup.failure_class else "")
+        for r in [*pinned.removed.pods, *pinned.removed.services]
+    )
+    notify.normal(
+        reason="CleanupFinished",
+        message=f"Attempt {attempt.generation} cleaned up ({outcomes or 'nothing left'})"
+        + ("" if archived else "; the transcript archive deadline passed first"),
+    )
+    return retained
+
+
+async def _remove_pinned(work: _Pass) -> None:
+    """Give every pinned object an outcome, saving the journal after each."""
+    journal, attempt = work.journal, work.attempt
     kinds: tuple[tuple[Kind, list[records.PinnedObject], list[records.RemovedObject]], ...] = (
         ("pod", journal.pinned.pods, journal.removed.pods),
         ("service", journal.pinned.services, journal.removed.services),
@@ -259,9 +320,8 @@ async def run(
                     log_reads=entry.log_reads,
                 )
             )
-            runtime.metrics.pods_removed.labels(
-                path="cleanup", outcome=outcome
-            ).inc() if kind == "pod" else None
+            if kind == "pod":
+                work.runtime.metrics.pods_removed.labels(path="cleanup", outcome=outcome).inc()
             logger.info(
                 "Cleanup of %s: %s %s (uid %s) is %s.",
                 attempt.execution,
@@ -271,23 +331,3 @@ async def run(
                 outcome,
             )
             await work.save()
-    retained = records.Retained(
-        execution=attempt.execution,
-        final=final,
-        watermark=watermark,
-        archived=archived,
-        removed=journal.removed,
-    )
-    guard.check(before="moving the journal to attempt-retained")
-    await store.retain(slug=attempt.slug, retained=retained)
-    outcomes = ", ".join(
-        f"{r.name}: {r.outcome}"
-        + (f" (class {r.startup.failure_class})" if r.startup and r.startup.failure_class else "")
-        for r in [*journal.removed.pods, *journal.removed.services]
-    )
-    notify.normal(
-        reason="CleanupFinished",
-        message=f"Attempt {attempt.generation} cleaned up ({outcomes or 'nothing left'})"
-        + ("" if archived else "; the transcript archive deadline passed first"),
-    )
-    return retained

@@ -71,6 +71,18 @@ class StoreUnavailable(SwarmError, ConnectionError):
     """Redis could not be reached or did not answer in time."""
 
 
+class StaleWrite(SwarmError):
+    """A record changed since this step read it (a compare-and-set failed): nothing was written.
+
+    The step stops and the next one reads the records again; a stale writer never replaces
+    evidence that another step stored.
+    """
+
+
+class NotLeader(SwarmError):
+    """This replica does not hold the lease; it must not write or delete."""
+
+
 class InvalidResource(SwarmError):
     """A custom resource's spec cannot be acted on (unknown swarm, bad name, …)."""
 

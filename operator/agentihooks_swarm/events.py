@@ -1,14 +1,25 @@
 """Kubernetes Events on an Execution, behind a two-method protocol.
 
-The logic modules take an :class:`Events` so they can be run and tested outside a kopf handler;
-inside one, :class:`KopfEvents` posts through kopf's own event queue.
+The steps take an :class:`Events` so they can be run and tested on their own: they note what
+happened in a :class:`Collected`, and :func:`post` sends the notes as core/v1 Events once the
+step's status is written, under the operator's own reporting component (``kubectl describe``
+shows ``agentihooks-swarm`` as their source). A failed post is logged and dropped: Events are
+best-effort in Kubernetes, and never hold up a capture or a delete.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import logging
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
 
-import kopf
+from agentihooks_swarm import errors
+from agentihooks_swarm.kubernetes import pods
+
+logger = logging.getLogger(__name__)
+
+#: The Events' ``source.component`` and ``reportingComponent``.
+COMPONENT: Final = "agentihooks-swarm"
 
 
 class Events(Protocol):
@@ -16,23 +27,8 @@ class Events(Protocol):
     def warning(self, *, reason: str, message: str) -> None: ...
 
 
-class KopfEvents:
-    """Events about one object (a kopf ``body``), posted by kopf in the background."""
-
-    def __init__(self, *, body: Any) -> None:
-        self._body = body
-
-    # kopf.event, not kopf.info/warn: those obey the posting level, which the operator raises to
-    # keep kopf's own handler chatter out of `kubectl describe`; ours must always be posted.
-    def normal(self, *, reason: str, message: str) -> None:
-        kopf.event(self._body, type="Normal", reason=reason, message=message)
-
-    def warning(self, *, reason: str, message: str) -> None:
-        kopf.event(self._body, type="Warning", reason=reason, message=message)
-
-
 class Collected:
-    """Events kept in a list: for tests of the logic modules and for batch tools."""
+    """Events kept in a list, in the order noted."""
 
     def __init__(self) -> None:
         self.items: list[tuple[str, str, str]] = []
@@ -42,3 +38,27 @@ class Collected:
 
     def warning(self, *, reason: str, message: str) -> None:
         self.items.append(("Warning", reason, message))
+
+
+async def post(
+    *, client: pods.PodClient, involved: Mapping[str, Any], notes: Collected, instance: str
+) -> None:
+    """Post each note as an Event about ``involved`` (an object reference with its UID)."""
+    for type_, reason, message in notes.items:
+        try:
+            await client.post_event(
+                involved=dict(involved),
+                type_=type_,
+                reason=reason,
+                message=message,
+                component=COMPONENT,
+                instance=instance,
+            )
+        except errors.ApiError as e:
+            logger.warning(
+                "Could not post the %s event of %s/%s: %s",
+                reason,
+                involved.get("namespace"),
+                involved.get("name"),
+                e,
+            )

@@ -17,65 +17,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from agentihooks_swarm import errors, events, leadership, metrics, records, resources, status
-from agentihooks_swarm.kubernetes import diagnostics, event_index, labels, pods
+from agentihooks_swarm import errors, events, metrics, model, records, resources, status
+from agentihooks_swarm.kubernetes import diagnostics, labels, pods
 
 logger = logging.getLogger(__name__)
 
 GRANT_MOUNT = "/etc/agentihooks/grant"
 
 
-class Recorder(Protocol):
-    async def record_startup(self, *, slug: str, execution: str, record: records.StartupRecord) -> bool: ...
-
-
 class ForeignPod(errors.SwarmError):
     """A Pod with the worker's name exists but is not this attempt's: it is never touched."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Attempt:
-    namespace: str
-    slug: str
-    execution: str
-    generation: int
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return labels.attempt(slug=self.slug, execution=self.execution, generation=self.generation)
-
-    @property
-    def pod_name(self) -> str:
-        return labels.worker_pod_name(execution=self.execution, generation=self.generation)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Runtime:
-    """The collaborators of the launch and cleanup paths."""
-
-    pods: pods.PodClient
-    #: Where launch captures go. None means refused Pods are kept (the spec's "no recorder").
-    recorder: Recorder | None
-    metrics: metrics.Metrics
-    #: A worker's startup deadline when its Swarm's template sets none
-    #: (``AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS``).
-    startup_deadline_seconds: int = 600
-    #: The startup capture. The operator always wires :func:`diagnostics.startup`; there is no
-    #: setting or variable for it. Only ``tests/bench`` assembles a runtime with another one, to
-    #: measure the capture's cost against a baseline that captures nothing.
-    startup: diagnostics.Capture = diagnostics.startup
-    #: The operator's index of the Pods' Events (``event_index``); without it, or while it is out of
-    #: sync, a capture lists the Pod's Events itself.
-    events: event_index.EventIndex | None = None
-
-    @property
-    def reader(self) -> diagnostics.Reader:
-        """What a capture reads a Pod's logs and Events from."""
-        if self.events is None:
-            return self.pods
-        return event_index.IndexedReader(client=self.pods, index=self.events)
 
 
 def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +41,7 @@ def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def pod_body(
-    *, attempt: Attempt, worker: resources.WorkerTemplate, startup_deadline_seconds: int = 600
+    *, attempt: model.Attempt, worker: resources.WorkerTemplate, startup_deadline_seconds: int = 600
 ) -> dict[str, Any]:
     """The worker Pod: restartPolicy Never, the attempt's labels, its grant mounted read-only.
 
@@ -149,7 +102,7 @@ def pod_body(
     }
 
 
-def is_ours(pod: dict[str, Any], *, attempt: Attempt) -> bool:
+def is_ours(pod: dict[str, Any], *, attempt: model.Attempt) -> bool:
     metadata = pod.get("metadata") or {}
     return labels.matches(metadata.get("labels"), attempt.labels) and not metadata.get("deletionTimestamp")
 
@@ -157,7 +110,7 @@ def is_ours(pod: dict[str, Any], *, attempt: Attempt) -> bool:
 async def ensure_pod(
     *,
     client: pods.PodClient,
-    attempt: Attempt,
+    attempt: model.Attempt,
     worker: resources.WorkerTemplate,
     startup_deadline_seconds: int = 600,
 ) -> dict[str, Any]:
@@ -189,7 +142,7 @@ async def ensure_pod(
     return existing
 
 
-def _grant(*, attempt: Attempt, project: str, task: Any) -> str:
+def _grant(*, attempt: model.Attempt, project: str, task: Any) -> str:
     # UTF-8, not \u-escaped: resources.MAX_TASK_BYTES is measured the same way.
     return resources.encode(
         {
@@ -244,7 +197,7 @@ def _refused(reason: records.HandReason, *, kind: str, body: dict[str, Any], e: 
 async def hand(
     *,
     client: pods.PodClient,
-    attempt: Attempt,
+    attempt: model.Attempt,
     pod: dict[str, Any],
     swarm: resources.SwarmSpec,
     project: str,
@@ -341,11 +294,11 @@ def describe(capture: records.StartupCapture) -> str:
 
 async def remove_at_launch(
     *,
-    runtime: Runtime,
-    attempt: Attempt,
+    runtime: model.Runtime,
+    attempt: model.Attempt,
     uid: str,
     notify: events.Events,
-    guard: leadership.Guard | None = None,
+    guard: model.Guard | None = None,
     refused: str | None = None,
 ) -> Removal:
     """The spec's launch removal, once. Any failed step keeps the Pod (``removed: false``).
@@ -358,7 +311,7 @@ async def remove_at_launch(
     A separate ``HandRefused`` before every capture cost the cluster an Event more per refused
     launch, the costliest part of the capture in ``make bench`` (docs/benchmarks.md).
     """
-    guard = guard or leadership.Unguarded()
+    guard = guard or model.Unguarded()
     removal = await _remove_at_launch(
         runtime=runtime, attempt=attempt, uid=uid, notify=notify, guard=guard, refused=refused
     )
@@ -383,11 +336,11 @@ async def remove_at_launch(
 
 async def _remove_at_launch(
     *,
-    runtime: Runtime,
-    attempt: Attempt,
+    runtime: model.Runtime,
+    attempt: model.Attempt,
     uid: str,
     notify: events.Events,
-    guard: leadership.Guard,
+    guard: model.Guard,
     refused: str | None,
 ) -> Removal:
     client = runtime.pods
@@ -423,13 +376,24 @@ async def _remove_at_launch(
         )
         guard.check(before="storing the launch capture")
         try:
-            await runtime.recorder.record_startup(
+            stored = await runtime.recorder.record_startup(
                 slug=attempt.slug, execution=attempt.execution, record=record
             )
         except errors.StoreUnavailable as e:
             runtime.metrics.captures.labels(path="launch", result="kept").inc()
             runtime.metrics.store_failures.labels(path="launch").inc()
             return Removal(removed=False, why=f"its capture could not be stored: {e}", capture=capture)
+        if stored.uid != uid:
+            # The first capture of an execution wins (HSETNX), and it is another Pod's (an earlier
+            # launch of this execution): this Pod's evidence is not stored, so it stays for final
+            # cleanup, which keeps its capture in the journal and then in attempt-retained.
+            runtime.metrics.captures.labels(path="launch", result="kept").inc()
+            return Removal(
+                removed=False,
+                why=f"the launch record holds the first capture, pod uid {stored.uid}'s; "
+                "final cleanup captures this pod",
+                capture=capture,
+            )
         runtime.metrics.captures.labels(path="launch", result="stored").inc()
         metrics.count_capture(runtime.metrics, path="launch", capture=capture)
         hand = f" (the hand was refused: {refused})" if refused is not None else ""
@@ -469,12 +433,12 @@ async def _remove_at_launch(
 
 async def launch(
     *,
-    runtime: Runtime,
-    attempt: Attempt,
+    runtime: model.Runtime,
+    attempt: model.Attempt,
     swarm: resources.SwarmSpec,
     execution: resources.ExecutionSpec,
     notify: events.Events,
-    guard: leadership.Guard | None = None,
+    guard: model.Guard | None = None,
 ) -> Launched:
     """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused."""
     pod = await ensure_pod(
@@ -517,19 +481,13 @@ async def launch(
     )
 
 
-#: The annotation that launches a refused Execution again; the operator sets it when the Swarm
-#: changes, and a user may set it to retry by hand. Outside kopf's own prefix on purpose: kopf
-#: ignores annotations under the prefixes it stores its progress in.
-RELAUNCH_ANNOTATION = "relaunch.swarm.agentihooks.io/swarm"
-
-
 async def relaunch_after_swarm_change(
     *, client: pods.PodClient, namespace: str, swarm: dict[str, Any]
 ) -> list[str]:
     """Annotate the Executions whose Pod was refused for an older version of ``swarm``.
 
-    The annotation is a change kopf sees, so each of them gets one launch with the new Swarm
-    (``handlers.relaunch_execution``); an Execution refused for this very version is left alone.
+    The annotation is a change the operator's watch sees, so each of them gets one launch with the
+    new Swarm (:func:`lifecycle.step`); an Execution refused for this very version is left alone.
     Returns the names of the Executions annotated.
     """
     name = (swarm.get("metadata") or {}).get("name")
@@ -541,13 +499,13 @@ async def relaunch_after_swarm_change(
         if not status.stale_rejection(execution.get("status") or {}, swarm_stamp=stamp):
             continue
         metadata = execution.get("metadata") or {}
-        if (metadata.get("annotations") or {}).get(RELAUNCH_ANNOTATION) == stamp:
+        if (metadata.get("annotations") or {}).get(status.RELAUNCH_ANNOTATION) == stamp:
             continue
         await client.annotate_custom(
             namespace=namespace,
             plural="executions",
             name=metadata["name"],
-            annotations={RELAUNCH_ANNOTATION: stamp},
+            annotations={status.RELAUNCH_ANNOTATION: stamp},
         )
         nudged.append(str(metadata["name"]))
     return nudged

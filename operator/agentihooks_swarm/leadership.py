@@ -1,9 +1,9 @@
 """Only one controller acts: a coordination.k8s.io Lease, checked before each write and delete.
 
-kopf peering pauses every operator that sees a peer of the same or a higher priority. So the
-lease holder raises its kopf priority above every standby's (each standby takes a random, distinct
-lower one): kopf then pauses the standbys' handlers, and :meth:`Leadership.holds` is the hard check
-that a replica which lost the lease mid-pass stops before its next write or delete.
+Every replica watches; only the holder of the Lease steps Executions (:mod:`reconciler`), sweeps
+retention, expires Done Executions and relaunches after a Swarm change. :meth:`Leadership.check`
+is the hard check, before every Redis write and every delete, that a replica which lost the
+lease mid-step stops before its next write.
 
 A replica holds the lease until ``renewTime + leaseDurationSeconds`` as the *others* see it; it
 counts its own hold from the moment it *sent* the renewal, minus a safety margin, so it always
@@ -16,22 +16,19 @@ import asyncio
 import datetime
 import logging
 import os
-import random
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from agentihooks_swarm import errors
 from agentihooks_swarm.kubernetes import pods
 
 logger = logging.getLogger(__name__)
 
-#: kopf peering priority of the lease holder; standbys draw theirs below it.
-LEADER_PRIORITY = 1_000_000
-
 
 def identity() -> str:
+    """This replica: its host's name (a Pod's name in a cluster) and its process id."""
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
@@ -48,21 +45,7 @@ def _parse(value: Any) -> datetime.datetime | None:
         return None
 
 
-class NotLeader(errors.SwarmError):
-    """This replica does not hold the lease; it must not write or delete."""
-
-
-class Guard(Protocol):
-    """Checked before each write and delete: raises :class:`NotLeader` when this replica may not act."""
-
-    def check(self, *, before: str) -> None: ...
-
-
-class Unguarded:
-    """A guard for a single replica (tests, tools): always leads."""
-
-    def check(self, *, before: str) -> None:
-        return None
+NotLeader = errors.NotLeader
 
 
 class Leadership:
@@ -85,7 +68,6 @@ class Leadership:
         self.margin = margin
         self._clock = clock
         self._held_until = 0.0
-        self.standby_priority = random.randint(1, LEADER_PRIORITY - 1)
 
     def holds(self) -> bool:
         return self._clock() < self._held_until
@@ -94,10 +76,6 @@ class Leadership:
         """Raise :class:`NotLeader` unless this replica holds the lease now."""
         if not self.holds():
             raise NotLeader(f"not the leader (lease {self.namespace}/{self.name}); skipped {before}")
-
-    @property
-    def priority(self) -> int:
-        return LEADER_PRIORITY if self.holds() else self.standby_priority
 
     async def attempt(self) -> bool:
         """One acquire-or-renew round trip. Returns whether this replica holds the lease."""

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import prometheus_client
 
-from agentihooks_swarm import errors, records
+from agentihooks_swarm import records
+from agentihooks_swarm.kubernetes import causes
 
 
 def cause(error: BaseException) -> str:
-    """The ``cause`` label of a failed log read: refused (403 …), timeout, or unavailable (429, 5xx)."""
-    if isinstance(error, errors.ApiRefused):
-        return "refused"
-    return "timeout" if isinstance(error, TimeoutError) else "unavailable"
+    """The ``cause`` label of a failed read: refused (403 …), node_unreachable, unavailable
+    (429, 5xx, broken connection) or timeout (see :mod:`kubernetes.causes`)."""
+    return causes.of(error).name
 
 
 def count_capture(metrics: Metrics, *, path: str, capture: records.StartupCapture) -> None:
@@ -41,7 +41,7 @@ class Metrics:
         self.log_read_failures = prometheus_client.Counter(
             "agentihooks_swarm_log_read_failures",
             "Failed pods/log reads, by cause.",
-            ["path", "cause"],  # cause: refused|unavailable|timeout
+            ["path", "cause"],  # cause: refused|node_unreachable|unavailable|timeout
             registry=self.registry,
         )
         self.pods_removed = prometheus_client.Counter(
@@ -120,6 +120,36 @@ class Metrics:
             "agentihooks_swarm_retention_sweeps",
             "Retention sweeps by result.",
             ["result"],  # done|failed
+            registry=self.registry,
+        )
+
+        self.task_restarts = prometheus_client.Counter(
+            "agentihooks_swarm_task_restarts",
+            "Background tasks that failed unexpectedly and were started again (or given up), by task.",
+            ["task"],
+            registry=self.registry,
+        )
+        self.task_up = prometheus_client.Gauge(
+            "agentihooks_swarm_task_up",
+            "1 while a background task runs; 0 while it waits to restart, or after it was given up.",
+            ["task"],
+            registry=self.registry,
+        )
+        self.steps = prometheus_client.Counter(
+            "agentihooks_swarm_steps",
+            "Steps of the Executions' lifecycle, by result (progress: moved on or waiting; done: "
+            "cleanup finished; retry: failed for a reason that may pass; error: failed unexpectedly).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.queue_depth = prometheus_client.Gauge(
+            "agentihooks_swarm_queue_depth",
+            "Executions waiting for a step.",
+            registry=self.registry,
+        )
+        self.executions_tracked = prometheus_client.Gauge(
+            "agentihooks_swarm_executions_tracked",
+            "Executions that need steps (not Done), as this replica's watch sees them.",
             registry=self.registry,
         )
 

@@ -39,8 +39,9 @@ def load(model: type[_Model], raw: str | bytes) -> _Model:
 class LogError(_Record):
     """Why a container's log is not in the capture: the last failed read."""
 
-    #: ``refused`` (403 …), ``unavailable`` (429, 5xx, broken connection), ``timeout``, or
-    #: ``not_started`` (the kubelet's 400 "container … is waiting to start": there is no log).
+    #: ``refused`` (403 …), ``node_unreachable`` (the API server could not reach the Pod's
+    #: kubelet), ``unavailable`` (429, other 5xx, broken connection), ``timeout``, or
+    #: ``not_started`` (the kubelet's 400 for a container that never ran: there is no log).
     cause: str
     #: The API server's HTTP status, when it answered.
     status: int | None = None
@@ -224,6 +225,12 @@ class PinnedObject(_Record):
     sent: bool | None = None
     startup: StartupCapture | None = None
     log_reads: int | None = None
+    #: When the first failed log read of this Pod happened (RFC 3339; additive). A failure that
+    #: may pass (the node or the API server did not answer) counts in ``log_reads`` only once
+    #: enough time has passed since then (see ``cleanup.COUNTED_AFTER``).
+    log_read_failed_at: str | None = None
+    #: The last failed read's cause and message, while the Pod waits for its capture (additive).
+    log_read_error: LogError | None = None
 
 
 class RemovedObject(_Record):
@@ -249,6 +256,11 @@ class RemovedObjects(_Record):
 class Journal(_Record):
     """Final cleanup in progress, in ``cleanup-journal`` keyed by execution id."""
 
+    #: Counts the entry's writes (additive; first, so the store's scripts find it without parsing
+    #: the whole entry). Every save names the version it read and fails when another write came
+    #: between (compare-and-set): a stale writer can never put back what a later one changed.
+    #: None in an entry written before versions existed (read as 0).
+    version: int | None = None
     execution: str
     generation: int
     pinned: Objects
@@ -265,3 +277,18 @@ class Retained(_Record):
     #: False when cleanup went ahead at the archive deadline without the transcript archived.
     archived: bool
     removed: RemovedObjects
+
+
+class Owner(_Record):
+    """Which Execution (by UID) an execution name's records belong to, in ``execution-owners``.
+
+    Additive. Claimed once, before the first worker Pod of that Execution is created: a new
+    Execution under a used name finds another UID here and is never launched (phase ``Invalid``,
+    reason ``NameInUse``), so it can neither take the old records as its own nor leave a Pod
+    whose evidence has nowhere to go.
+    """
+
+    uid: str
+    namespace: str
+    #: When the name was claimed (RFC 3339, UTC).
+    at: str

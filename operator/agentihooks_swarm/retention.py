@@ -15,7 +15,7 @@ import dataclasses
 import logging
 from typing import Final
 
-from agentihooks_swarm import errors, leadership, metrics as metrics_, store as store_
+from agentihooks_swarm import errors, leadership, metrics as metrics_, model, store as store_
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class Pass:
 async def sweep(
     *,
     store: store_.AsyncStore,
-    guard: leadership.Guard,
+    guard: model.Guard,
     retention_seconds: float,
     batch: int = store_.SWEEP_BATCH,
 ) -> Pass:
@@ -66,7 +66,7 @@ async def run(
             continue
         try:
             done = await sweep(store=store, guard=guard, retention_seconds=retention_seconds)
-        except leadership.NotLeader:
+        except errors.NotLeader:
             continue
         except errors.StoreUnavailable as e:
             metrics.retention_sweeps.labels(result="failed").inc()

@@ -62,9 +62,12 @@ class Settings(pydantic.BaseModel):
         description="How long WAIT waits for REDIS_MIN_REPLICAS; not acknowledged in time keeps the Pod.",
     )
     retention_seconds: float = pydantic.Field(
-        default=30 * 24 * 3600.0,
-        gt=0,
-        description="How long an execution's records are kept after its last write (default 30 days).",
+        default=0.0,
+        ge=0,
+        description="How long an execution's records are kept after its cleanup finished; 0 (the "
+        "default) keeps them for good, as the records' readers expect. A retention frees Redis memory "
+        "(up to 64 KiB of log per container of each refused Pod) and frees the names of Executions for "
+        "use again once their records are gone.",
     )
     retention_sweep_interval_seconds: float = pydantic.Field(
         default=300.0, gt=0, description="Seconds between the leader's retention sweeps."

@@ -13,12 +13,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any, Final, TypedDict
+from typing import Any, Final, TypedDict
 
-from agentihooks_swarm import errors, records
-
-if TYPE_CHECKING:  # attempts imports launch, which imports this module.
-    from agentihooks_swarm import attempts
+from agentihooks_swarm import errors, model, records
+from agentihooks_swarm.model import Phase
 
 
 class Condition(TypedDict):
@@ -29,10 +27,18 @@ class Condition(TypedDict):
     lastTransitionTime: str
 
 
-#: The phases in which no launch is pending: the spec or the Swarm must change first.
-INVALID: Final = "Invalid"
+#: The phase in which no launch is pending: the spec or the Swarm must change first.
+INVALID: Final = Phase.INVALID
 #: The ``status`` field that records which Swarm (uid/generation) a refused Pod was built from.
 REJECTED_WITH: Final = "rejectedWith"
+#: The annotation that launches an Invalid Execution again; the operator sets it when the Swarm
+#: changes, and a user may set it to retry by hand.
+RELAUNCH_ANNOTATION: Final = "relaunch.swarm.agentihooks.io/swarm"
+#: The status fields that say which version of the Execution the last launch acted on: its
+#: ``metadata.generation`` and its relaunch annotation's value. A change to either relaunches an
+#: Invalid Execution.
+OBSERVED_GENERATION: Final = "observedGeneration"
+OBSERVED_RELAUNCH: Final = "observedRelaunch"
 
 
 def now() -> str:
@@ -53,7 +59,7 @@ def condition(*, type_: str, status: bool, reason: str, message: str) -> Conditi
 class Answer:
     """A phase (None: leave it) and the conditions that explain it, with any extra status fields."""
 
-    phase: str | None = None
+    phase: Phase | None = None
     conditions: tuple[Condition, ...] = ()
     fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -118,24 +124,50 @@ def accepted() -> Condition:
     return condition(type_="Invalid", status=False, reason="Accepted", message="The spec was acted on.")
 
 
+def name_in_use(*, slug: str, execution: str, owner: records.Owner | None) -> Answer:
+    """The execution name's records belong to an earlier Execution: nothing is launched.
+
+    Records are keyed by execution name, and the first capture, final record and retained
+    evidence of a name are never replaced; a new Execution under that name could neither keep its
+    own evidence nor read its predecessor's as its own. So it waits, visibly, for the name to be
+    freed (or for a new name).
+    """
+    whose = (
+        f"Execution uid {owner.uid} in namespace {owner.namespace} (claimed {owner.at})"
+        if owner is not None
+        else "an earlier Execution (written by an older operator version)"
+    )
+    message = (
+        f"The name {execution} already has records in Redis (swarm {slug}) from {whose}; they are "
+        f"kept and this Execution is not launched. Read them with `python -m agentihooks_swarm records "
+        f"retained {slug} {execution} --full`. To use the name again, remove them with `python -m "
+        f"agentihooks_swarm records forget {slug} {execution}`, then set the annotation "
+        f"{RELAUNCH_ANNOTATION} on this Execution (any new value); or create it under a new name."
+    )
+    return Answer(
+        phase=INVALID,
+        conditions=(condition(type_="Invalid", status=True, reason="NameInUse", message=message),),
+    )
+
+
 def swarm_missing(*, namespace: str, name: str) -> Answer:
     message = f"Swarm {namespace}/{name} does not exist; create it (or fix spec.swarm)"
     return Answer(
-        phase="Pending",
+        phase=Phase.PENDING,
         conditions=(condition(type_="SwarmFound", status=False, reason="SwarmNotFound", message=message),),
     )
 
 
 def swarm_invalid(message: str) -> Answer:
     return Answer(
-        phase="Pending",
+        phase=Phase.PENDING,
         conditions=(condition(type_="SwarmFound", status=False, reason="SwarmInvalid", message=message),),
     )
 
 
 def pod_name_taken(message: str) -> Answer:
     return Answer(
-        phase="Blocked",
+        phase=Phase.BLOCKED,
         conditions=(condition(type_="Launched", status=False, reason="PodNameTaken", message=message),),
     )
 
@@ -143,7 +175,7 @@ def pod_name_taken(message: str) -> Answer:
 def launch_failed(error: errors.ApiError, *, retry_seconds: float) -> Answer:
     """A launch that failed for a reason that may pass (409, 429, 5xx, timeout, 403): retried."""
     return Answer(
-        phase="Pending",
+        phase=Phase.PENDING,
         conditions=(
             condition(
                 type_="Launched",
@@ -178,7 +210,7 @@ def handed(hand: records.HandResult, *, detail: str = "", earlier: Any = None) -
             condition(type_="Launched", status=True, reason="Launched", message=f"Worker pod {hand.pod}")
         )
     return Answer(
-        phase="Running" if hand.handed else "Refused",
+        phase=Phase.RUNNING if hand.handed else Phase.REFUSED,
         conditions=tuple(conditions),
         fields={
             "attempt": hand.generation,
@@ -199,7 +231,7 @@ def not_recorded(error: errors.StoreUnavailable) -> Condition:
 
 def cleaning_failed(error: Exception) -> Answer:
     return Answer(
-        phase="Cleaning",
+        phase=Phase.CLEANING,
         conditions=(
             condition(type_="CleanedUp", status=False, reason=type(error).__name__, message=str(error)),
         ),
@@ -223,6 +255,22 @@ def relaunchable(status: Mapping[str, Any]) -> bool:
     return status.get("phase") == INVALID and not status.get("hand")
 
 
+def observed(*, generation: int | None, relaunch: str | None) -> dict[str, Any]:
+    """The status fields that record which version of the Execution a launch acted on."""
+    return {OBSERVED_GENERATION: generation, OBSERVED_RELAUNCH: relaunch}
+
+
+def changed_since_launch(status: Mapping[str, Any], *, generation: int | None, relaunch: str | None) -> bool:
+    """Whether the Execution changed (its spec, or its relaunch annotation) since its last launch.
+
+    An Execution from before these fields existed has none: for it, only an annotation counts
+    as a change (its generation was never observed).
+    """
+    if OBSERVED_GENERATION not in status:
+        return relaunch is not None and relaunch != status.get(OBSERVED_RELAUNCH)
+    return status.get(OBSERVED_GENERATION) != generation or status.get(OBSERVED_RELAUNCH) != relaunch
+
+
 def stale_rejection(status: Mapping[str, Any], *, swarm_stamp: str) -> bool:
     """Whether a Pod refused for an older Swarm (another uid or generation) is worth another try."""
     stamp = status.get(REJECTED_WITH)
@@ -235,17 +283,14 @@ def swarm_stamp(swarm: Mapping[str, Any]) -> str:
     return f"{metadata.get('uid', '')}/{metadata.get('generation', '')}"
 
 
-def progress(patch: MutableMapping[str, Any], status: Mapping[str, Any], done: attempts.Progress) -> None:
-    """What one pass over an attempt found, as status fields (``finishedAt`` once it is Done).
-
-    Written by the delete handler (onto kopf's patch) and by the passes over the Executions in
-    flight (as their own merge patch); a field that did not change is not written again.
-    """
+def progress(patch: MutableMapping[str, Any], status: Mapping[str, Any], done: model.Progress) -> None:
+    """What one step found of an attempt, as status fields (``finishedAt`` once it is Done); a
+    field that did not change is not written again."""
     phase = done.phase
-    if phase == "Pending" and status.get("phase") == "Running":
+    if phase == Phase.PENDING and status.get("phase") == Phase.RUNNING:
         # The hand said Running; the Pod's own Pending (not yet scheduled) after it would be a
         # step back, and a PATCH per pass, that tells nobody more.
-        phase = "Running"
+        phase = Phase.RUNNING
     put(patch, status, "phase", phase)
     if done.outcome is not None:
         put(patch, status, "outcome", str(done.outcome))

@@ -56,17 +56,94 @@ OUTCOMES: Final = "attempt-outcomes"
 JOURNAL: Final = "cleanup-journal"
 RETAINED: Final = "attempt-retained"
 RETENTION_INDEX: Final = "retention-index"
+#: Which Execution (by UID) an execution name's records belong to (additive, see records.Owner).
+OWNERS: Final = "execution-owners"
 #: The hashes the retention sweep removes an execution from (never the journal).
-SWEPT: Final = (STARTUP_DIAGNOSTICS, HANDS, FINALS, HEARTBEATS, OUTCOMES, RETAINED)
+SWEPT: Final = (STARTUP_DIAGNOSTICS, HANDS, FINALS, HEARTBEATS, OUTCOMES, RETAINED, OWNERS)
+#: Every hash that holds a record of an execution: a name with any of them has been used.
+RECORDS: Final = (*SWEPT, JOURNAL)
 #: Executions one sweep script call looks at, at most.
 SWEEP_BATCH: Final = 200
 
+#: The journal entry's version, read without parsing the whole entry when it comes first (as
+#: records.dump writes it), else from the parsed entry; an entry without one is version 0.
+_JOURNAL_VERSION: Final = """
+local function version_of(entry)
+  local found = string.match(entry, '^{"version":(%d+)[,}]')
+  if found then return tonumber(found) end
+  local ok, decoded = pcall(cjson.decode, entry)
+  if ok and type(decoded) == 'table' and type(decoded['version']) == 'number' then
+    return decoded['version']
+  end
+  return 0
+end
+"""
+
+#: KEYS: journal, retained. ARGV: execution, the new entry. A journal entry is created once, and
+#: never once the execution is retained (a step that read "no journal" before another retained it
+#: must not leave a new entry behind). Returns {'pinned'}, {'journal', entry} or {'retained', record}.
+_PIN: Final = """
+local retained = redis.call('HGET', KEYS[2], ARGV[1])
+if retained then return {'retained', retained} end
+local existing = redis.call('HGET', KEYS[1], ARGV[1])
+if existing then return {'journal', existing} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return {'pinned'}
+"""
+
+#: KEYS: journal. ARGV: execution, the version the writer read, the new entry (one version on).
+#: 1: saved; 0: the entry is gone (retained or removed meanwhile); -1: another write came first.
+_SAVE_JOURNAL: Final = (
+    _JOURNAL_VERSION
+    + """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 0 end
+if version_of(current) ~= tonumber(ARGV[2]) then return -1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+)
+
 #: The journal→retained move: one script, so it is atomic, and legal on a cluster (one slot).
-_RETAIN: Final = """
+#: KEYS: retained, journal, index. ARGV: execution, the retained record, now, the journal version
+#: the writer read. The first retain wins: {0, stored} when one is there already; {-1} when the
+#: journal changed (or went) since it was read; {1} when this one is stored.
+_RETAIN: Final = (
+    _JOURNAL_VERSION
+    + """
+local stored = redis.call('HGET', KEYS[1], ARGV[1])
+if stored then return {0, stored} end
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+if not current or version_of(current) ~= tonumber(ARGV[4]) then return {-1} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-return 1
+return {1}
+"""
+)
+
+#: KEYS: owners, index, then every other hash of RECORDS. ARGV: execution, the claim, now.
+#: Returns the owner's record: the claim when it is stored now, an earlier one, or '' when the
+#: name has records without an owner (written before owners existed).
+_CLAIM: Final = """
+local owner = redis.call('HGET', KEYS[1], ARGV[1])
+if owner then return owner end
+for i = 3, #KEYS do
+  if redis.call('HEXISTS', KEYS[i], ARGV[1]) == 1 then return '' end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return ARGV[2]
+"""
+
+#: KEYS: index, journal, then every other hash of RECORDS. ARGV: execution, force ('1').
+#: Removes every record of the execution; refuses (-1) while a journal entry exists, unless forced.
+_FORGET: Final = """
+if ARGV[2] ~= '1' and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return -1 end
+local removed = 0
+for i = 2, #KEYS do removed = removed + redis.call('HDEL', KEYS[i], ARGV[1]) end
+redis.call('ZREM', KEYS[1], ARGV[1])
+return removed
 """
 
 #: KEYS: index, journal, retained, then every swept hash. ARGV: cutoff, now, batch.
@@ -112,6 +189,14 @@ class Store:
 
     def key(self, slug: str, name: str) -> str:
         return key(self.prefix, slug, name)
+
+    def forget(self, *, slug: str, execution: str, force: bool = False) -> int | None:
+        """Remove every record of ``execution`` (so its name can be used again): the count of
+        records removed, or None when its cleanup is unfinished (a journal entry) and not ``force``."""
+        keys = [key(self.prefix, slug, RETENTION_INDEX), self.key(slug, JOURNAL)]
+        keys += [self.key(slug, name) for name in RECORDS if name != JOURNAL]
+        removed = int(self.redis.eval(_FORGET, len(keys), *keys, execution, "1" if force else "0"))
+        return None if removed < 0 else removed
 
 
 def connect(settings: settings_.Settings | None = None) -> Store:
@@ -300,20 +385,27 @@ class AsyncStore:
 
     # --- launch ---------------------------------------------------------------------------------
 
-    async def record_startup(self, *, slug: str, execution: str, record: records.StartupRecord) -> bool:
-        """``HSETNX`` a launch capture: True if stored now, False if an earlier capture is kept.
+    async def record_startup(
+        self, *, slug: str, execution: str, record: records.StartupRecord
+    ) -> records.StartupRecord:
+        """``HSETNX`` a launch capture; return the stored one: ``record``, or an earlier capture,
+        which is kept (the first capture of an execution wins).
 
         Durable (see the module docstring) before the delete that depends on it.
         """
+        name = self.key(slug, STARTUP_DIAGNOSTICS)
         replies = await self._pipeline(
             slug=slug,
             commands=[
-                ("HSETNX", self.key(slug, STARTUP_DIAGNOSTICS), execution, records.dump(record)),
+                ("HSETNX", name, execution, records.dump(record)),
                 ("ZADD", self._index(slug), self._clock(), execution),
+                ("HGET", name, execution),
             ],
             durable=True,
         )
-        return bool(replies[0])
+        if replies[0] or replies[2] is None:
+            return record
+        return records.load(records.StartupRecord, replies[2])
 
     async def read_attempt(self, *, slug: str, execution: str) -> AttemptRecords:
         """Every record of one attempt a pass may read, in one round trip (one ``HGET`` each).
@@ -384,9 +476,25 @@ class AsyncStore:
 
     # --- cleanup ----------------------------------------------------------------------------------
 
-    async def pin_journal(self, *, slug: str, journal: records.Journal) -> records.Journal:
-        """Create the journal entry once (``HSETNX``); return the stored one."""
-        return await self._write_once(self.key(slug, JOURNAL), journal.execution, journal)
+    async def pin_journal(self, *, slug: str, journal: records.Journal) -> records.Journal | records.Retained:
+        """Create the journal entry once; return the stored entry, or the retained record when the
+        execution is retained already (then no entry is created: see ``_PIN``)."""
+        journal.version = 1
+        with _translated():
+            reply = await self.redis.eval(
+                _PIN,
+                2,
+                self.key(slug, JOURNAL),
+                self.key(slug, RETAINED),
+                journal.execution,
+                records.dump(journal),
+            )
+        kind = str(reply[0])
+        if kind == "retained":
+            return records.load(records.Retained, reply[1])
+        if kind == "journal":
+            return records.load(records.Journal, reply[1])
+        return journal
 
     async def read_journal(self, *, slug: str, execution: str) -> records.Journal | None:
         with _translated():
@@ -394,27 +502,59 @@ class AsyncStore:
         return None if raw is None else records.load(records.Journal, raw)
 
     async def save_journal(self, *, slug: str, journal: records.Journal) -> None:
-        """``HSET`` the journal entry (its capture, ``sent``, outcomes); durable before any delete."""
-        await self._pipeline(
-            slug=slug,
-            commands=[("HSET", self.key(slug, JOURNAL), journal.execution, records.dump(journal))],
-            durable=True,
-        )
+        """Save the journal entry (its capture, ``sent``, outcomes) over the version it was read at;
+        durable before any delete that follows.
 
-    async def retain(self, *, slug: str, retained: records.Retained) -> None:
+        Compare-and-set: raises :class:`errors.StaleWrite` (and writes nothing) when the stored
+        entry is no longer the one ``journal`` was read from. On success ``journal.version`` is
+        the stored entry's.
+        """
+        read = journal.version or 0
+        journal.version = read + 1
+        try:
+            replies = await self._pipeline(
+                slug=slug,
+                commands=[
+                    (
+                        "EVAL",
+                        _SAVE_JOURNAL,
+                        1,
+                        self.key(slug, JOURNAL),
+                        journal.execution,
+                        read,
+                        records.dump(journal),
+                    )
+                ],
+                durable=True,
+            )
+        except BaseException:
+            journal.version = read  # Unknown whether it was stored: the next step reads it again.
+            raise
+        if int(replies[0]) != 1:
+            journal.version = read
+            what = "was removed" if int(replies[0]) == 0 else "was changed by another write"
+            raise errors.StaleWrite(
+                f"the cleanup-journal entry of {journal.execution} {what} since this step read it"
+            )
+
+    async def retain(
+        self, *, slug: str, retained: records.Retained, journal_version: int
+    ) -> records.Retained:
         """Write the retained record, clear the journal entry and index the execution, atomically.
 
-        One script (all keys in the swarm's slot), durable like the journal saves before it. The
-        swarm is listed for the retention sweep first, so a retained record is never unlisted: in
-        the same pipeline, ahead of the script, except on a cluster, where that list lives in
-        another slot and is written on its own first.
+        The first retain wins: when the execution is retained already, nothing is written and
+        the stored record is returned. A journal entry that changed since ``journal_version`` was
+        read raises :class:`errors.StaleWrite`. One script (all keys in the swarm's slot), durable
+        like the journal saves before it. The swarm is listed for the retention sweep first, so a
+        retained record is never unlisted: in the same pipeline, ahead of the script, except on a
+        cluster, where that list lives in another slot and is written on its own first.
         """
         listed: list[tuple[Any, ...]] = [("SADD", f"{self.prefix}:swarms", slug)]
         if isinstance(self.redis, redis.asyncio.cluster.RedisCluster):
             with _translated():
                 await self.redis.sadd(f"{self.prefix}:swarms", slug)
             listed = []
-        await self._pipeline(
+        replies = await self._pipeline(
             slug=slug,
             commands=[
                 *listed,
@@ -428,10 +568,44 @@ class AsyncStore:
                     retained.execution,
                     records.dump(retained),
                     self._clock(),
+                    journal_version,
                 ),
             ],
             durable=True,
         )
+        reply = replies[-1]
+        if int(reply[0]) == 0:
+            return records.load(records.Retained, reply[1])
+        if int(reply[0]) != 1:
+            raise errors.StaleWrite(
+                f"the cleanup-journal entry of {retained.execution} changed since this step read it; "
+                "nothing was retained"
+            )
+        return retained
+
+    # --- owners -----------------------------------------------------------------------------------
+
+    async def owner(self, *, slug: str, execution: str) -> records.Owner | None:
+        """The Execution that claimed ``execution``'s records, if one did."""
+        with _translated():
+            raw = await self.redis.hget(self.key(slug, OWNERS), execution)
+        return None if raw is None else records.load(records.Owner, raw)
+
+    async def claim(self, *, slug: str, execution: str, owner: records.Owner) -> records.Owner | None:
+        """Claim an execution name's records for one Execution (by UID), once.
+
+        Returns the owner: ``owner`` when claimed now or earlier by the same UID, another
+        Execution's, or None when the name has records an older version wrote without an owner.
+        """
+        keys = [self.key(slug, OWNERS), self._index(slug)]
+        keys += [self.key(slug, name) for name in RECORDS if name != OWNERS]
+        with _translated():
+            raw = await self.redis.eval(
+                _CLAIM, len(keys), *keys, execution, records.dump(owner), self._clock()
+            )
+        if not raw:
+            return None
+        return records.load(records.Owner, raw)
 
     async def read_retained(self, *, slug: str, execution: str) -> records.Retained | None:
         with _translated():

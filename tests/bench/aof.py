@@ -67,7 +67,7 @@ async def _one(store: store_.AsyncStore, execution: str) -> None:
     await store.save_journal(slug=SLUG, journal=journal)  # the outcome
     removed = journal.removed
     kept = records.Retained(execution=execution, final=final, watermark=0, archived=True, removed=removed)
-    await store.retain(slug=SLUG, retained=kept)
+    await store.retain(slug=SLUG, retained=kept, journal_version=journal.version or 0)
 
 
 async def _measure(url: str, executions: int) -> tuple[list[float], float]:

@@ -1,13 +1,12 @@
 """``python -m tests.bench.controller [--baseline] [--tracemalloc DIR] --namespace NS``: the operator
 as ``make bench`` runs it.
 
-The same handlers and the same wiring as ``python -m agentihooks_swarm run --standalone`` (kopf
-runs ``agentihooks_swarm.handlers``), started in-process with ``kopf.run`` so that the bench can
-hand the operator's start-up a runtime of its own through kopf's ``memo``:
+The same wiring and code as ``python -m agentihooks_swarm run --namespace NS`` (its ``serve``),
+started in-process so that the bench can hand it a startup capture of its own:
 
-* capture mode passes nothing: the production wiring (``runtime.open_runtime``), capture included;
-* ``--baseline`` passes :func:`open_baseline`: the production runtime with a startup capture that
-  captures nothing (no log read, no record), so refused Pods get plain UID-pinned deletes.
+* capture mode passes nothing: the production capture (``diagnostics.startup``);
+* ``--baseline`` passes :func:`capture_nothing`: refused Pods get plain UID-pinned deletes, with no
+  log read and no record.
 
 The baseline lives here, in ``tests/bench``, and nowhere in the operator: no environment variable,
 setting or command-line option of the operator can turn its capture off.
@@ -19,12 +18,11 @@ snapshot to ``DIR/snapshot-<n>.tracemalloc`` on each ``SIGUSR2`` (see ``tests.be
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
+import asyncio
 import signal
 import sys
 import tracemalloc
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -38,15 +36,6 @@ async def capture_nothing(
 ) -> None:
     """The baseline's startup capture: no log read, no capture, so nothing is stored."""
     return None
-
-
-@contextlib.asynccontextmanager
-async def open_baseline(*, settings: Any, collector: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """The production wiring (``runtime.open_runtime``) with :func:`capture_nothing` as its capture."""
-    from agentihooks_swarm import runtime
-
-    async with runtime.open_runtime(settings=settings, collector=collector) as (wired, store):
-        yield dataclasses.replace(wired, startup=capture_nothing), store
 
 
 def _snapshots(directory: Path) -> None:
@@ -73,16 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracemalloc.start(TRACE_FRAMES)
         _snapshots(args.tracemalloc)
 
-    import kopf
+    from agentihooks_swarm import __main__ as operator, kopf_adapter, settings
 
-    from agentihooks_swarm import handlers, settings
-
-    settings.Settings.from_env()
-    kopf.configure(verbose=False)
-    memo = kopf.Memo(open_runtime=open_baseline) if args.baseline else kopf.Memo()
-    assert handlers.CONFIG is not None  # Imported for its kopf handlers (the default registry).
-    kopf.run(standalone=True, namespaces=[args.namespace], memo=memo)
-    return 0
+    kopf_adapter.configure_logging(verbose=False, debug=False, quiet=False, log_format="full")
+    configured = settings.Settings.from_env().model_copy(update={"namespace": args.namespace})
+    capture: Any = capture_nothing if args.baseline else None
+    extra = {"capture": capture} if capture is not None else {}
+    return asyncio.run(operator.serve(settings=configured, namespaces=[args.namespace], probes=None, **extra))
 
 
 if __name__ == "__main__":

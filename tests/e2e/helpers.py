@@ -104,3 +104,20 @@ async def stored(
 
 def loads(raw: str | bytes | None) -> Any:
     return None if raw is None else json.loads(raw)
+
+
+async def merge_patch(
+    api: client.ApiClient, *, namespace: str, plural: str, name: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """A JSON merge patch of a custom object (kubernetes-asyncio sends a JSON patch by default)."""
+    custom: Any = client.CustomObjectsApi(api)
+    found: dict[str, Any] = await custom.patch_namespaced_custom_object(
+        "swarm.agentihooks.io",
+        "v1alpha1",
+        namespace,
+        plural,
+        name,
+        body,
+        _content_type="application/merge-patch+json",
+    )
+    return found

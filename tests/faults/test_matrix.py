@@ -35,7 +35,7 @@ import pytest
 import redis
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import cleanup, errors, events, launch, records, settings, store as store_
+from agentihooks_swarm import cleanup, errors, events, launch, model, records, settings, store as store_
 from tests.faults.ledger import LEDGER
 from tests.integration.test_cleanup import run_pass
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
@@ -300,9 +300,9 @@ async def test_fault(
 
 
 async def _cleanup_until_done(
-    runtime: launch.Runtime,
+    runtime: model.Runtime,
     store: store_.AsyncStore,
-    attempt: launch.Attempt,
+    attempt: model.Attempt,
     *,
     case: Case | None,
     server: RedisServer,

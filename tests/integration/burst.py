@@ -15,14 +15,14 @@ from collections.abc import Callable, Sequence
 
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import events, launch
+from agentihooks_swarm import events, launch, model
 from tests.integration.test_launch import plant_pod
 from tests.support.cluster import ControlPlane
 
 
 @dataclasses.dataclass(frozen=True)
 class Planted:
-    attempt: launch.Attempt
+    attempt: model.Attempt
     uid: str
 
 
@@ -32,7 +32,7 @@ async def plant(
     gate = asyncio.Semaphore(6)
 
     async def one(index: int) -> Planted:
-        attempt = launch.Attempt(
+        attempt = model.Attempt(
             namespace=namespace, slug=slug, execution=f"{prefix}-{index:03d}", generation=1
         )
         async with gate:
@@ -43,7 +43,7 @@ async def plant(
 
 
 async def remove(
-    runtime: launch.Runtime,
+    runtime: model.Runtime,
     planted: Sequence[Planted],
     *,
     spacing: float = 0.1,

@@ -3,6 +3,7 @@ and the real Redis: capture once, log_reads, every outcome, the retained move, t
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -10,7 +11,7 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import cleanup, events, launch, leadership, records, store as store_
+from agentihooks_swarm import cleanup, events, leadership, model, records, store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support import pods, rbac
@@ -27,7 +28,7 @@ def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_p
 
 
 def final_for(
-    attempt: launch.Attempt, state: records.FinalState = records.FinalState.FAILED
+    attempt: model.Attempt, state: records.FinalState = records.FinalState.FAILED
 ) -> records.FinalRecord:
     return records.FinalRecord(
         execution=attempt.execution,
@@ -40,17 +41,17 @@ def final_for(
 
 
 async def run_pass(
-    runtime: launch.Runtime,
+    runtime: model.Runtime,
     store: store_.AsyncStore,
-    attempt: launch.Attempt,
+    attempt: model.Attempt,
     *,
-    guard: cleanup.Guard | None = None,
+    guard: model.Guard | None = None,
     notify: events.Collected | None = None,
 ) -> records.Retained:
     return await cleanup.run(
         runtime=runtime,
         store=store,
-        guard=guard or cleanup.Unguarded(),
+        guard=guard or model.Unguarded(),
         attempt=attempt,
         final=final_for(attempt),
         watermark=0,
@@ -59,12 +60,12 @@ async def run_pass(
     )
 
 
-async def journal_of(store: store_.AsyncStore, attempt: launch.Attempt) -> dict[str, Any] | None:
+async def journal_of(store: store_.AsyncStore, attempt: model.Attempt) -> dict[str, Any] | None:
     raw = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
     return None if raw is None else json.loads(raw)
 
 
-async def retained_of(store: store_.AsyncStore, attempt: launch.Attempt) -> dict[str, Any]:
+async def retained_of(store: store_.AsyncStore, attempt: model.Attempt) -> dict[str, Any]:
     raw = await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution)
     assert raw is not None
     found: dict[str, Any] = json.loads(raw)
@@ -133,7 +134,7 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
     notify = events.Collected()
     async with runtime_for(kubeconfig) as runtime:
         for expected in (1, 2):
-            with pytest.raises(cleanup.PassFailed, match=f"log read {expected} of 3"):
+            with pytest.raises(cleanup.PassFailed, match=f"log_reads {expected} of 3.*pods/log"):
                 await run_pass(runtime, store, attempt, notify=notify)
             journal = await journal_of(store, attempt)
             assert journal is not None
@@ -156,7 +157,7 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
 
 
 @pytest.mark.parametrize("fault", ["429", "503", "timeout"])
-async def test_log_read_faults_count_and_a_later_success_keeps_the_full_capture(
+async def test_a_log_read_that_may_pass_is_retried_uncounted_and_a_later_success_keeps_the_full_capture(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
@@ -173,12 +174,63 @@ async def test_log_read_faults_count_and_a_later_success_keeps_the_full_capture(
     else:
         fault_proxy.fail(status=int(fault), path=r".*/log$", times=1)
     async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
-        with pytest.raises(cleanup.PassFailed, match="log read 1 of 3"):
+        with pytest.raises(cleanup.PassFailed, match="log_reads 0 of 3; such failures count 10, 60, 300 s"):
             await run_pass(runtime, store, attempt)
+        journal = await journal_of(store, attempt)
+        assert journal is not None
+        [pinned] = journal["pinned"]["pods"]
+        assert "log_reads" not in pinned and pinned["log_read_failed_at"]
+        cause = "timeout" if fault == "timeout" else "unavailable"
+        assert pinned["log_read_error"]["cause"] == cause
         await run_pass(runtime, store, attempt)
     [entry] = (await retained_of(store, attempt))["removed"]["pods"]
-    assert entry["log_reads"] == 1
+    assert "log_reads" not in entry  # Nothing counted: the capture is whole.
     assert entry["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
+
+
+def ago(seconds: float) -> str:
+    moment = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+async def test_an_unreachable_node_counts_only_at_10_60_and_300_s_then_its_pod_goes(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    """The API server answers 500 when it cannot reach the Pod's kubelet. The journal's first
+    failure time is moved back by the test to stand for the minutes a real outage takes."""
+    attempt = attempt_for(namespace)
+    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    unreachable = 'Get "https://127.0.0.1:10250/containerLogs/ns/p/worker": net/http: TLS handshake timeout'
+    fault_proxy.fail(status=500, reason="InternalError", message=unreachable, path=r".*/log$", times=None)
+
+    async def since(seconds: float, *, reads: int | None) -> None:
+        stored = await store.read_journal(slug=SLUG, execution=attempt.execution)
+        assert stored is not None
+        stored.pinned.pods[0].log_read_failed_at = ago(seconds)
+        stored.pinned.pods[0].log_reads = reads
+        await store.save_journal(slug=SLUG, journal=stored)
+
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        with pytest.raises(cleanup.PassFailed, match=r"node_unreachable.*could not reach the Pod's kubelet"):
+            await run_pass(runtime, store, attempt)
+        for moved, before, after in ((9, None, None), (11, None, 1), (59, 1, 1), (61, 1, 2), (299, 2, 2)):
+            await since(moved, reads=before)
+            with pytest.raises(cleanup.PassFailed, match=f"log_reads {after or 0} of 3"):
+                await run_pass(runtime, store, attempt)
+            assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+        await since(301, reads=2)
+        await run_pass(runtime, store, attempt)
+    await gone(admin_api, namespace, attempt.pod_name)
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert entry["log_reads"] == 3
+    [container] = entry["startup"]["containers"]
+    assert "log" not in container and container["log_error"]["cause"] == "node_unreachable"
 
 
 async def test_a_restarted_pass_reuses_the_saved_capture(
@@ -233,10 +285,11 @@ async def test_outcomes_absent_replaced_unselected_and_services(
         ),
     )
     async with runtime_for(proxy_kubeconfig) as runtime:
-        pinned = {
-            a.execution: await cleanup.pin(runtime=runtime, store=store, guard=cleanup.Unguarded(), attempt=a)
-            for a in (absent, replaced, unselected)
-        }
+        pinned: dict[str, records.Journal] = {}
+        for a in (absent, replaced, unselected):
+            entry = await cleanup.pin(runtime=runtime, store=store, guard=model.Unguarded(), attempt=a)
+            assert isinstance(entry, records.Journal)
+            pinned[a.execution] = entry
         assert [p.name for p in pinned["absent"].pinned.services] == ["swarm-terminal-absent-1"]
         await core.delete_namespaced_pod(absent.pod_name, namespace, grace_period_seconds=0)
         await gone(admin_api, namespace, absent.pod_name)

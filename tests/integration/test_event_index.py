@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import launch, records, store as store_
+from agentihooks_swarm import model, records, store as store_
 from agentihooks_swarm.kubernetes import diagnostics, event_index
 from tests.integration.test_launch import SLUG, attempt_for, plant_pod, remove
 from tests.support.cluster import ControlPlane
@@ -32,12 +32,13 @@ def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_p
 
 
 @contextlib.asynccontextmanager
-async def indexed(runtime: launch.Runtime, *, namespace: str) -> AsyncIterator[launch.Runtime]:
+async def indexed(runtime: model.Runtime, *, namespace: str) -> AsyncIterator[model.Runtime]:
     """The runtime with a running Events index of ``namespace`` (retrying quickly)."""
-    index = event_index.EventIndex(
-        client=runtime.pods, namespace=namespace, metrics=runtime.metrics, retry_seconds=0.2
+    index = event_index.EventIndex(namespace=namespace, metrics=runtime.metrics)
+    watch = dataclasses.replace(
+        event_index.informer(client=runtime.pods, index=index), retry_seconds=0.2, retry_cap_seconds=0.2
     )
-    task = asyncio.create_task(index.run())
+    task = asyncio.create_task(watch.run())
     try:
         yield dataclasses.replace(runtime, events=index)
     finally:
@@ -86,7 +87,7 @@ async def post_event(
     return created
 
 
-def held(runtime: launch.Runtime, pod: dict[str, Any]) -> list[dict[str, Any]] | None:
+def held(runtime: model.Runtime, pod: dict[str, Any]) -> list[dict[str, Any]] | None:
     assert runtime.events is not None
     return runtime.events.events(namespace=pod["metadata"]["namespace"], uid=pod["metadata"]["uid"])
 

@@ -10,7 +10,17 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import errors, events, launch, leadership, records, resources, store as store_
+from agentihooks_swarm import (
+    cleanup,
+    errors,
+    events,
+    launch,
+    leadership,
+    model,
+    records,
+    resources,
+    store as store_,
+)
 from agentihooks_swarm.kubernetes import labels
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
@@ -25,8 +35,8 @@ SLUG = "proof"
 ADDITIVE = {"waiting", "conditions", "events", "events_error", "class"}
 
 
-def attempt_for(namespace: str, execution: str = "e1", generation: int = 1) -> launch.Attempt:
-    return launch.Attempt(namespace=namespace, slug=SLUG, execution=execution, generation=generation)
+def attempt_for(namespace: str, execution: str = "e1", generation: int = 1) -> model.Attempt:
+    return model.Attempt(namespace=namespace, slug=SLUG, execution=execution, generation=generation)
 
 
 def swarm_spec(
@@ -49,7 +59,7 @@ async def plant_pod(
     api: client.ApiClient,
     cluster: ControlPlane,
     *,
-    attempt: launch.Attempt,
+    attempt: model.Attempt,
     phase: Any = "Failed",
     log: bytes | None = PLANTED,
     wait_for: str | None = None,
@@ -79,11 +89,11 @@ async def plant_pod(
     return found
 
 
-async def pod_exists(api: client.ApiClient, attempt: launch.Attempt) -> bool:
+async def pod_exists(api: client.ApiClient, attempt: model.Attempt) -> bool:
     return await pods.pod_exists(api, namespace=attempt.namespace, name=attempt.pod_name)
 
 
-async def remove(runtime: launch.Runtime, attempt: launch.Attempt, uid: str) -> launch.Removal:
+async def remove(runtime: model.Runtime, attempt: model.Attempt, uid: str) -> launch.Removal:
     return await launch.remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected())
 
 
@@ -293,7 +303,7 @@ async def test_pod_gone_before_the_reread_counts_as_removed(
     assert [c.method for c in fault_proxy.calls()] == ["GET"]
 
 
-async def test_second_capture_of_an_execution_does_not_overwrite_the_first(
+async def test_second_capture_of_an_execution_does_not_overwrite_the_first_nor_lose_its_pod(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
@@ -301,17 +311,36 @@ async def test_second_capture_of_an_execution_does_not_overwrite_the_first(
     runtime_for: RuntimeFactory,
     store: store_.AsyncStore,
 ) -> None:
+    """The first capture of an execution wins (HSETNX); a later refused Pod of it, whose capture
+    is then not stored, is kept for final cleanup, which keeps its capture in attempt-retained."""
     first = attempt_for(namespace, generation=1)
     second = attempt_for(namespace, generation=2)
     pod1 = await plant_pod(admin_api, control_plane, attempt=first, exit_code=78, log=b"first refusal\n")
     pod2 = await plant_pod(admin_api, control_plane, attempt=second, exit_code=79, log=b"second refusal\n")
     async with runtime_for(proxy_kubeconfig) as runtime:
         assert (await remove(runtime, first, pod1["metadata"]["uid"])).removed is True
-        assert (await remove(runtime, second, pod2["metadata"]["uid"])).removed is True
+        kept = await remove(runtime, second, pod2["metadata"]["uid"])
+        assert kept.removed is False and "holds the first capture" in kept.why
+        assert await pods.pod_exists(admin_api, namespace=namespace, name=second.pod_name)
+        retained = await cleanup.run(
+            runtime=runtime,
+            store=store,
+            guard=model.Unguarded(),
+            attempt=second,
+            final=records.FinalRecord(
+                execution="e1", generation=2, state=records.FinalState.REFUSED, outcome="attempt-outcomes"
+            ),
+            watermark=0,
+            archived=True,
+            notify=events.Collected(),
+        )
     record = await store.read_startup(slug=SLUG, execution="e1")
     assert record is not None
     assert (record.uid, record.startup.containers[0].terminated["exitCode"]) == (pod1["metadata"]["uid"], 78)
     assert (record.startup.containers[0].log or "").endswith("first refusal\n")
+    [entry] = retained.removed.pods
+    assert (entry.uid, entry.outcome) == (pod2["metadata"]["uid"], "deleted")
+    assert entry.startup is not None and (entry.startup.containers[0].log or "").endswith("second refusal\n")
 
 
 async def test_no_recorder_keeps_a_refused_pod(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import attempts, errors, events, launch, leadership, records, store as store_
+from agentihooks_swarm import attempts, cleanup, errors, events, model, records, store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.integration.test_cleanup import retained_of, run_pass
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod, remove
@@ -31,7 +31,7 @@ def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_p
     return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
 
 
-async def raw_pod(api: client.ApiClient, attempt: launch.Attempt) -> dict[str, Any]:
+async def raw_pod(api: client.ApiClient, attempt: model.Attempt) -> dict[str, Any]:
     response: Any = await client.CoreV1Api(api).read_namespaced_pod(
         attempt.pod_name, attempt.namespace, _preload_content=False
     )
@@ -40,7 +40,7 @@ async def raw_pod(api: client.ApiClient, attempt: launch.Attempt) -> dict[str, A
 
 
 async def waiting_pod(
-    api: client.ApiClient, attempt: launch.Attempt, *, reason: str, message: str, deadline: int | None = None
+    api: client.ApiClient, attempt: model.Attempt, *, reason: str, message: str, deadline: int | None = None
 ) -> dict[str, Any]:
     """A worker Pod whose container never starts (kwok's agentihooks-pod-wait Stage), once it waits."""
     annotations = pods.protocol_annotations(waiting_reason=reason, waiting_message=message)
@@ -103,8 +103,21 @@ async def test_an_init_failure_captures_the_init_log_and_the_main_container_wait
     assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
 
 
+async def never_ran(api: client.ApiClient, attempt: model.Attempt) -> dict[str, Any]:
+    """The worker's terminated state as a kubelet reports a container that never ran (no
+    ``startedAt``: ContainerStatusUnknown once the Pod failed); kwok wrote one that ran."""
+    await client.CoreV1Api(api).patch_namespaced_pod_status(
+        attempt.pod_name,
+        attempt.namespace,
+        [{"op": "remove", "path": "/status/containerStatuses/0/state/terminated/startedAt"}],
+    )
+    pod = await raw_pod(api, attempt)
+    assert not pod["status"]["containerStatuses"][0]["state"]["terminated"].get("startedAt")
+    return pod
+
+
 @pytest.mark.parametrize("path", ["launch", "cleanup"])
-async def test_a_log_read_answering_waiting_to_start_is_not_a_failed_read(
+async def test_a_log_read_answering_waiting_to_start_for_a_container_that_never_ran_is_no_failure(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
@@ -117,7 +130,8 @@ async def test_a_log_read_answering_waiting_to_start_is_not_a_failed_read(
     """The kubelet's 400 for a container that never ran: no log to lose, so the Pod is not kept
     (launch) and no log_reads are counted (cleanup); the entry says why it has no log."""
     attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    pod = await never_ran(admin_api, attempt)
     fault_proxy.fail(
         status=400,
         reason="BadRequest",
@@ -140,6 +154,35 @@ async def test_a_log_read_answering_waiting_to_start_is_not_a_failed_read(
     assert "log" not in container
     assert (container["log_error"]["cause"], container["log_error"]["status"]) == ("not_started", 400)
     assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+
+
+async def test_the_same_answer_for_a_container_that_ran_is_a_counted_failed_read(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    """The words alone prove nothing: this container ran (it has a startedAt), so it had a log,
+    and a read that did not bring it is a failed read: the Pod is kept."""
+    attempt = attempt_for(namespace)
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    fault_proxy.fail(
+        status=400,
+        reason="BadRequest",
+        message=WAITING_TO_START.format(pod=attempt.pod_name),
+        path=r".*/log$",
+        times=None,
+    )
+    async with runtime_for(proxy_kubeconfig) as runtime:
+        kept = await remove(runtime, attempt, pod["metadata"]["uid"])
+        assert kept.removed is False and "log could not be read" in kept.why
+        with pytest.raises(cleanup.PassFailed, match="log_reads 1 of 3"):
+            await run_pass(runtime, store, attempt)
+    assert await store.read_startup(slug=SLUG, execution=attempt.execution) is None
+    assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
 
 
 async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_field(
@@ -204,11 +247,11 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
     notify = events.Collected()
     async with runtime_for(proxy_kubeconfig) as runtime:
 
-        async def advance() -> attempts.Progress:
+        async def advance() -> model.Progress:
             return await attempts.advance(
                 runtime=runtime,
                 store=store,
-                guard=leadership.Unguarded(),
+                guard=model.Unguarded(),
                 attempt=attempt,
                 hand=hand,
                 cancelled=False,

@@ -29,7 +29,7 @@ def test_capture_round_trips_through_redis(redis_server: RedisServer, status: An
     async def store_and_read() -> records.StartupRecord | None:
         async with store_.open_store(settings_.Settings(redis_url=redis_server.url)) as opened:
             await opened.redis.delete(opened.key("prop", store_.STARTUP_DIAGNOSTICS))
-            assert await opened.record_startup(slug="prop", execution="e", record=record) is True
+            assert await opened.record_startup(slug="prop", execution="e", record=record) == record
             return await opened.read_startup(slug="prop", execution="e")
 
     assert asyncio.run(store_and_read()) == record

@@ -24,7 +24,7 @@ import redis
 from kubernetes_asyncio import client
 from redis.crc import key_slot
 
-from agentihooks_swarm import cleanup, launch, metrics, settings, store as store_
+from agentihooks_swarm import cleanup, metrics, model, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
 from tests.integration import burst
 from tests.integration.test_cleanup import run_pass
@@ -70,13 +70,13 @@ def _settings(topology: ClusterTopology) -> settings.Settings:
 @contextlib.asynccontextmanager
 async def _runtime(
     kubeconfig: Path, config: settings.Settings, collector: metrics.Metrics
-) -> AsyncIterator[tuple[launch.Runtime, store_.AsyncStore]]:
+) -> AsyncIterator[tuple[model.Runtime, store_.AsyncStore]]:
     async with (
         api_client(kubeconfig=kubeconfig) as api,
         store_.open_store(config, metrics=collector) as opened,
     ):
         podclient = pod_client.PodClient(api=api, timeout=3)
-        yield launch.Runtime(pods=podclient, recorder=opened, metrics=collector), opened
+        yield model.Runtime(pods=podclient, recorder=opened, metrics=collector), opened
 
 
 async def _run(config: settings.Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -99,8 +99,8 @@ async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
     tmp_path: Path,
 ) -> None:
     config = _settings(topology)
-    launched = launch.Attempt(namespace=namespace, slug=SLUG, execution="e1", generation=1)
-    cleaned = launch.Attempt(namespace=namespace, slug=SLUG, execution="e2", generation=1)
+    launched = model.Attempt(namespace=namespace, slug=SLUG, execution="e1", generation=1)
+    cleaned = model.Attempt(namespace=namespace, slug=SLUG, execution="e2", generation=1)
     first = await plant_pod(admin_api, control_plane, attempt=launched, exit_code=78, reason="Error")
     second = await plant_pod(admin_api, control_plane, attempt=cleaned, exit_code=78, reason="Error")
     kubeconfig = fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")

@@ -27,7 +27,7 @@ import pytest
 import redis
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import launch, metrics, settings, store as store_
+from agentihooks_swarm import metrics, model, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
 from tests.integration import burst
 from tests.integration.test_redis_cluster import READ_STARTUP
@@ -60,18 +60,18 @@ def _settings(topology: SentinelTopology, *, min_replicas: int) -> settings.Sett
 @contextlib.asynccontextmanager
 async def _runtime(
     control_plane: ControlPlane, config: settings.Settings, collector: metrics.Metrics
-) -> AsyncIterator[launch.Runtime]:
+) -> AsyncIterator[model.Runtime]:
     async with (
         api_client(kubeconfig=control_plane.kubeconfig) as api,
         store_.open_store(config, metrics=collector) as recorder,
     ):
-        yield launch.Runtime(
+        yield model.Runtime(
             pods=pod_client.PodClient(api=api, timeout=3), recorder=recorder, metrics=collector
         )
 
 
 async def _burst_with_kill(
-    runtime: launch.Runtime, topology: SentinelTopology, planted: list[burst.Planted], rng: random.Random
+    runtime: model.Runtime, topology: SentinelTopology, planted: list[burst.Planted], rng: random.Random
 ) -> dict[str, bool]:
     """Remove every planted Pod; SIGKILL the primary after a random number of them, promote."""
     after = rng.randint(3, len(planted) // 2)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio
 
-from agentihooks_swarm import leadership, records, retention, settings, store as store_
+from agentihooks_swarm import model, records, retention, settings, store as store_
 
 pytestmark = pytest.mark.integration
 
@@ -84,6 +84,7 @@ async def _finish(store: store_.AsyncStore, execution: str, *, log: str = "x\n",
         retained=records.Retained(
             execution=execution, final=final, watermark=0, archived=True, removed=removed
         ),
+        journal_version=journal.version or 0,
     )
 
 
@@ -108,7 +109,7 @@ async def test_the_sweep_removes_only_finished_executions_older_than_the_retenti
     assert await store.swarms() == [SLUG]
 
     clock.now += 60  # old: 110 s since its last write, young: 60 s; retention 100 s.
-    swept = await retention.sweep(store=store, guard=leadership.Unguarded(), retention_seconds=100)
+    swept = await retention.sweep(store=store, guard=model.Unguarded(), retention_seconds=100)
     assert (swept.removed, swept.kept, swept.swarms) == (1, 2, 1)
     assert await _fields(store, "old") == set()
     assert await _fields(store, "young") == everything
@@ -116,7 +117,7 @@ async def test_the_sweep_removes_only_finished_executions_older_than_the_retenti
     assert await _fields(store, "running") == {store_.HANDS}
 
     clock.now += 1000  # Everything is old now; only the finished one goes.
-    swept = await retention.sweep(store=store, guard=leadership.Unguarded(), retention_seconds=100)
+    swept = await retention.sweep(store=store, guard=model.Unguarded(), retention_seconds=100)
     assert (swept.removed, swept.kept) == (1, 2)  # Looked at again (re-scored), kept again.
     assert await _fields(store, "young") == set()
     assert store_.JOURNAL in await _fields(store, "unfinished")
@@ -131,7 +132,7 @@ async def test_the_sweep_is_bounded_per_call(clocked: tuple[store_.AsyncStore, C
     first = await store.sweep(slug=SLUG, retention_seconds=100, batch=10)
     assert (first.removed, first.kept) == (10, 0)
     assert await store.redis.zcard(store.key(SLUG, store_.RETENTION_INDEX)) == 15
-    swept = await retention.sweep(store=store, guard=leadership.Unguarded(), retention_seconds=100, batch=10)
+    swept = await retention.sweep(store=store, guard=model.Unguarded(), retention_seconds=100, batch=10)
     assert swept.removed == 15
     assert await store.redis.zcard(store.key(SLUG, store_.RETENTION_INDEX)) == 0
 
@@ -158,9 +159,7 @@ async def test_soak_with_retention_in_seconds_keeps_used_memory_flat(redis_url: 
                 await _finish(store, execution, log=log)
                 born[execution] = before
                 written += 3 * len(log)
-            await retention.sweep(
-                store=store, guard=leadership.Unguarded(), retention_seconds=retention_seconds
-            )
+            await retention.sweep(store=store, guard=model.Unguarded(), retention_seconds=retention_seconds)
             # The sweep's clock read came before this one, and each record's score after ``at``:
             # a record this young by the latest possible reading must still be there, however
             # long a loaded machine took over the sweep.

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from agentihooks_swarm import launch, metrics, settings, store as store_
+from agentihooks_swarm import metrics, model, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
 from tests.support import crds
 from tests.support.cluster import ControlPlane
@@ -50,7 +50,7 @@ async def store(redis_url: str) -> AsyncIterator[store_.AsyncStore]:
 class RuntimeFactory(Protocol):
     def __call__(
         self, kubeconfig: Path, *, recorder: bool = True, timeout: float = 3.0
-    ) -> contextlib.AbstractAsyncContextManager[launch.Runtime]: ...
+    ) -> contextlib.AbstractAsyncContextManager[model.Runtime]: ...
 
 
 @pytest.fixture
@@ -58,9 +58,9 @@ def runtime_for(store: store_.AsyncStore) -> RuntimeFactory:
     @contextlib.asynccontextmanager
     async def factory(
         kubeconfig: Path, *, recorder: bool = True, timeout: float = 3.0
-    ) -> AsyncIterator[launch.Runtime]:
+    ) -> AsyncIterator[model.Runtime]:
         async with api_client(kubeconfig=kubeconfig) as api:
-            yield launch.Runtime(
+            yield model.Runtime(
                 pods=pod_client.PodClient(api=api, timeout=timeout),
                 recorder=store if recorder else None,
                 metrics=metrics.Metrics(),

@@ -51,6 +51,7 @@ from yarl import URL
 __all__ = [
     "WATCH_QUERY",
     "Call",
+    "Cut",
     "Delay",
     "FaultProxy",
     "Forward",
@@ -119,6 +120,16 @@ class Reset:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Cut:
+    """Forward, send the answer's status, headers and its first ``after_bytes`` body bytes, then
+    abort the connection: a stream (a watch, a log) dropped mid-answer, as a restarting API
+    server or a broken network drops it. Unlike :class:`Reset`, the client has an answer, so no
+    HTTP client sends the request again on its own."""
+
+    after_bytes: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class WatchError:
     """Answer a watch with 200 and one ``{"type": "ERROR", "object": Status}`` event, then end it.
 
@@ -131,7 +142,7 @@ class WatchError:
     message: str = "too old resource version: 1 (2)"
 
 
-Action = Forward | Respond | Delay | Hang | Reset | WatchError
+Action = Forward | Respond | Delay | Hang | Reset | Cut | WatchError
 
 
 WATCH_QUERY: re.Pattern[str] = re.compile(r"(^|&)watch=(true|1)(&|$)", re.IGNORECASE)
@@ -832,12 +843,32 @@ class FaultProxy:
                 if after:
                     await self._forward(request, body, drain_only=True)
                 return await self._abort(request)
+            case Cut(after_bytes=limit):
+                return await self._forward(request, body, cut_after=limit)
             case Delay(seconds=seconds, then=then, after_forward=False):
                 await asyncio.sleep(seconds)
                 return await self._perform(then, request, body)
             case Delay(seconds=seconds, after_forward=True):
                 return await self._forward(request, body, response_delay=seconds)
         raise AssertionError(f"unknown action {action!r}")  # pragma: no cover
+
+    @staticmethod
+    async def _cut(
+        request: web.Request, response: web.StreamResponse, upstream: aiohttp.ClientResponse, *, limit: int
+    ) -> web.StreamResponse:
+        """Pass at most ``limit`` body bytes on, then drop the client's connection."""
+        sent = 0
+        with contextlib.suppress(ConnectionResetError, aiohttp.ClientConnectionResetError):
+            while sent < limit:
+                chunk = await upstream.content.read(limit - sent)
+                if not chunk:
+                    break
+                await response.write(chunk)
+                sent += len(chunk)
+            await asyncio.sleep(0.05)  # Let what was written reach the client before the drop.
+        if request.transport is not None:
+            request.transport.abort()
+        return response
 
     @staticmethod
     async def _abort(request: web.Request) -> web.StreamResponse:
@@ -886,6 +917,7 @@ class FaultProxy:
         *,
         response_delay: float = 0.0,
         drain_only: bool = False,
+        cut_after: int | None = None,
     ) -> web.StreamResponse:
         session = self._session
         if session is None:
@@ -923,6 +955,8 @@ class FaultProxy:
             elif request.method != "HEAD" and upstream.status not in (204, 304):
                 response.enable_chunked_encoding()
             await response.prepare(request)
+            if cut_after is not None:
+                return await self._cut(request, response, upstream, limit=cut_after)
             try:
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)

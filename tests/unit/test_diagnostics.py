@@ -318,22 +318,32 @@ async def test_a_failed_events_read_degrades_to_no_events_field(error: errors.Ap
     assert stored["class"] == "exit_code"
 
 
-async def test_a_container_waiting_to_start_has_no_log_and_says_why() -> None:
+async def test_a_container_that_never_ran_has_no_log_and_says_why() -> None:
     """The kubelet's 400 for a container that never ran is not a failed read: the capture goes on."""
     error = errors.ApiRefused(
         'read log: 400 BadRequest: container "worker" in pod "p" is waiting to start: PodInitializing',
         status=400,
         reason="BadRequest",
     )
-    reader = Logs({}, error=error)
+    never_ran = {k: v for k, v in TERMINATED_78.items() if k != "startedAt"}
     capture = await diagnostics.startup(
-        pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), reader
+        pod(phase="Failed", main=[terminated("worker", never_ran)]), Logs({}, error=error)
     )
     assert capture is not None
     [container] = capture.containers
     assert container.log is None
     assert container.log_error is not None
     assert (container.log_error.cause, container.log_error.status) == ("not_started", 400)
+
+
+async def test_the_same_answer_about_a_container_that_ran_is_a_failed_read() -> None:
+    """The text alone proves nothing: a container with a startedAt had a log, and losing it counts."""
+    for text in ("is waiting to start: PodInitializing", "is terminated"):
+        error = errors.ApiRefused(f'read log: 400 BadRequest: container "worker" {text}', status=400)
+        with pytest.raises(errors.ApiRefused):
+            await diagnostics.startup(
+                pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), Logs({}, error=error)
+            )
 
 
 async def test_another_400_still_propagates() -> None:

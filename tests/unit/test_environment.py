@@ -118,7 +118,7 @@ def test_the_package_source_reads_only_documented_variables() -> None:
             elif (where.name, _enclosing_function(tree, line)) != ("settings.py", "from_env"):
                 problems.append(f"{where}:{line}: {what} with a key that is not a literal")
     assert problems == []
-    assert checked >= 6  # The scan sees the reads that exist (settings, worker, runtime).
+    assert checked >= 6  # The scan sees the reads that exist (settings, worker, kubernetes/api).
 
 
 _PROBE = r"""
@@ -145,10 +145,10 @@ import importlib, pkgutil
 import agentihooks_swarm
 for module in pkgutil.walk_packages(agentihooks_swarm.__path__, "agentihooks_swarm."):
     importlib.import_module(module.name)
-from agentihooks_swarm import __main__, runtime, settings, worker
-settings.Settings.from_env()
-__main__._scope([])
-runtime._environment_matters()
+from agentihooks_swarm import __main__, settings, worker
+from agentihooks_swarm.kubernetes import api
+__main__._scope(__main__._run_parser().parse_args([]), settings.Settings.from_env())
+api.environment_matters()
 try:
     worker.main(["--help"])
 except SystemExit:

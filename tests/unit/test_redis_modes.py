@@ -35,13 +35,10 @@ def test_sentinel_mode_reads_its_variables() -> None:
     )
 
 
-def test_defaults_are_standalone_no_wait_and_thirty_days() -> None:
+def test_defaults_are_standalone_no_wait_and_records_kept_for_good() -> None:
     loaded = settings.Settings.from_env({})
-    assert (loaded.redis_mode, loaded.redis_min_replicas, loaded.retention_seconds) == (
-        "standalone",
-        0,
-        30 * 24 * 3600,
-    )
+    assert (loaded.redis_mode, loaded.redis_min_replicas, loaded.retention_seconds) == ("standalone", 0, 0)
+    assert settings.Settings.from_env({"AGENTIHOOKS_SWARM_RETENTION_SECONDS": "0"}).retention_seconds == 0
 
 
 @pytest.mark.parametrize(
@@ -61,7 +58,7 @@ def test_defaults_are_standalone_no_wait_and_thirty_days() -> None:
         ),
         ({"AGENTIHOOKS_SWARM_REDIS_MODE": "replicated"}, "AGENTIHOOKS_SWARM_REDIS_MODE='replicated'"),
         ({"AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "-1"}, "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS='-1'"),
-        ({"AGENTIHOOKS_SWARM_RETENTION_SECONDS": "0"}, "AGENTIHOOKS_SWARM_RETENTION_SECONDS='0'"),
+        ({"AGENTIHOOKS_SWARM_RETENTION_SECONDS": "-1"}, "AGENTIHOOKS_SWARM_RETENTION_SECONDS='-1'"),
         (
             {
                 "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "1",

@@ -1,16 +1,13 @@
-"""The Execution's status answers (status.py) and kopf's compact diff base (bookkeeping.py)."""
+"""The Execution's status answers (status.py)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, cast
+from typing import Any
 
-import kopf
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
 
-from agentihooks_swarm import bookkeeping, errors, records, resources, status
+from agentihooks_swarm import errors, records, resources, status
 from tests.support import crds
 
 REJECTED = errors.SpecRejected(
@@ -128,110 +125,6 @@ def test_the_crds_name_limits_are_the_operators() -> None:
 
 def _essence(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {"metadata": {"annotations": annotations or {}}, "spec": spec}
-
-
-def test_the_diff_base_never_holds_the_task_and_still_sees_it_change() -> None:
-    big = _essence({"swarm": "s", "project": "p", "task": {"goal": "x" * 1_000_000}})
-    stored = bookkeeping.compact(big)
-    assert len(json.dumps(stored)) < 1024
-    assert stored["spec"]["swarm"] == "s"
-    assert stored["spec"]["task"].startswith("sha256:")
-    changed = _essence({"swarm": "s", "project": "p", "task": {"goal": "x" * 999_999}})
-    assert bookkeeping.compact(changed) != stored
-    assert big["spec"]["task"] == {"goal": "x" * 1_000_000}  # The input is not modified.
-
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=2000),
-    lambda inner: st.lists(inner, max_size=20) | st.dictionaries(st.text(max_size=300), inner, max_size=20),
-    max_leaves=200,
-)
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    spec=st.dictionaries(st.text(max_size=50), json_values, max_size=10),
-    annotations=st.dictionaries(st.text(max_size=60), st.text(max_size=5000), max_size=50),
-)
-def test_the_diff_base_stays_under_its_bound_whatever_the_object(
-    spec: dict[str, Any], annotations: dict[str, str]
-) -> None:
-    stored = bookkeeping.compact(_essence(spec, annotations))
-    assert len(json.dumps(stored, separators=(",", ":"))) <= bookkeeping.MAX_ESSENCE
-
-
-def test_kopf_builds_the_compact_essence() -> None:
-    storage = bookkeeping.CompactDiffBase(prefix="swarm.agentihooks.io")
-    body = kopf.Body(
-        {"apiVersion": "v1", "kind": "X", "metadata": {"name": "e"}, "spec": {"task": "x" * 300}}
-    )
-    essence = storage.build(body=body)
-    assert set(essence) == {"spec"}
-    assert str(essence["spec"]["task"]).startswith("sha256:")
-
-
-def test_kopfs_diff_base_goes_to_the_status_in_the_status_patch() -> None:
-    storage = bookkeeping.CompactDiffBase(prefix="swarm.agentihooks.io")
-    body = kopf.Body({"apiVersion": "v1", "kind": "X", "metadata": {"name": "e"}, "spec": {"swarm": "s"}})
-    patch = kopf.Patch()
-    storage.store(body=body, patch=patch, essence=storage.build(body=body))
-    assert set(patch) == {"status"}  # Nothing for the object itself: one status patch, not two.
-    stored = patch["status"]["kopf"]["last-handled-configuration"]
-    assert json.loads(stored) == {"spec": {"swarm": "s"}}
-    assert storage.field == "status.kopf.last-handled-configuration"
-    status = {"phase": "Running", "kopf": {"last-handled-configuration": stored}}
-    handled = kopf.Body(cast(kopf.RawBody, {**body, "status": status}))
-    assert storage.fetch(body=handled) == storage.build(body=handled) == {"spec": {"swarm": "s"}}
-
-
-def test_an_execution_handled_before_the_status_diff_base_is_read_from_its_annotation() -> None:
-    """An upgrade: kopf's annotation (and its marker) from the annotation diff base, no status one."""
-    storage = bookkeeping.CompactDiffBase(prefix="swarm.agentihooks.io")
-    annotations = {
-        "swarm.agentihooks.io/last-handled-configuration": '{"spec":{"swarm":"s"}}\n',
-        "swarm.agentihooks.io/kopf-managed": "yes",
-        "team": "a",
-    }
-    metadata = {"name": "e", "annotations": annotations}
-    raw = {"apiVersion": "v1", "kind": "X", "metadata": metadata, "spec": {"swarm": "s"}}
-    old = kopf.Body(cast(kopf.RawBody, raw))
-    assert storage.fetch(body=old) == {"spec": {"swarm": "s"}}
-    # kopf's own annotations are not the object's essence: the old diff base and the new essence
-    # differ only by the user's annotation, so nothing but a real change looks like one.
-    assert storage.build(body=old) == {"metadata": {"annotations": {"team": "a"}}, "spec": {"swarm": "s"}}
-    status = {"kopf": {"last-handled-configuration": '{"spec":{"swarm":"t"}}'}}
-    newer = kopf.Body(cast(kopf.RawBody, {**raw, "status": status}))
-    assert storage.fetch(body=newer) == {"spec": {"swarm": "t"}}  # The status wins once written.
-
-
-def test_kopfs_handler_progress_goes_to_the_status_and_an_earlier_annotation_is_read() -> None:
-    storage = bookkeeping.StatusProgress(prefix="swarm.agentihooks.io")
-    key = kopf.HandlerId("launch_execution")
-    record = cast(kopf.ProgressRecord, {"started": "2026-11-30T00:00:00", "retries": 1})
-    body = kopf.Body(cast(kopf.RawBody, {"apiVersion": "v1", "kind": "X", "metadata": {"name": "e"}}))
-    patch = kopf.Patch()
-    storage.store(key=key, record=record, body=body, patch=patch)
-    assert set(patch) == {"status"}  # No annotation, and no kopf marker annotation with it.
-    assert patch["status"]["kopf"]["progress"]["launch_execution"] == record
-    storage.touch(body=body, patch=patch, value="x")
-    assert set(patch) == {"status"}
-
-    annotations = {
-        "swarm.agentihooks.io/launch_execution": '{"started":"2026-11-29T00:00:00","retries":4}',
-        "swarm.agentihooks.io/kopf-managed": "yes",
-    }
-    raw = {"apiVersion": "v1", "kind": "X", "metadata": {"name": "e", "annotations": annotations}}
-    old = kopf.Body(cast(kopf.RawBody, raw))
-    assert storage.fetch(key=key, body=old) == {"started": "2026-11-29T00:00:00", "retries": 4}
-    status = {"kopf": {"progress": {"launch_execution": record}}}
-    handled = kopf.Body(cast(kopf.RawBody, {**raw, "status": status}))
-    assert storage.fetch(key=key, body=handled) == record  # The status wins once written.
-    purged = kopf.Patch()
-    storage.purge(key=key, body=handled, patch=purged)  # Both go once the handler is done.
-    assert purged["status"]["kopf"]["progress"]["launch_execution"] is None
-    assert purged["metadata"]["annotations"]["swarm.agentihooks.io/launch_execution"] is None
-    essence = cast(kopf.BodyEssence, {"metadata": {"annotations": dict(annotations)}, "spec": {"a": 1}})
-    assert storage.clear(essence=essence) == {"spec": {"a": 1}}
 
 
 def test_a_launch_that_may_pass_is_pending_with_the_error_and_cleared_by_the_launch() -> None:

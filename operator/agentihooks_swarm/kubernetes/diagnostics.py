@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 import pydantic
 
 from agentihooks_swarm import errors, records
-from agentihooks_swarm.kubernetes import failures, labels, logs
+from agentihooks_swarm.kubernetes import causes, failures, labels, logs
 
 #: The Pod's Events kept in a capture: the newest 20, at most 8 KiB of JSON in all.
 EVENTS_MAX: Final = 20
@@ -199,21 +199,25 @@ def log_error(error: BaseException, *, state: dict[str, Any] | None = None) -> r
     """The ``log_error`` of a failed read: its cause (as the metrics name it) and status.
     ``state``: the container's terminated state, when the read was for a terminated container."""
     status = error.status if isinstance(error, errors.ApiError) else None
-    if isinstance(error, errors.ApiRefused):
-        cause = "not_started" if _not_started(error, state=state) else "refused"
+    if isinstance(error, errors.ApiError) and _not_started(error, state=state):
+        cause = "not_started"
     else:
-        cause = "timeout" if isinstance(error, TimeoutError) else "unavailable"
+        cause = causes.of(error).name
     return records.LogError(cause=cause, status=status, message=errors.trim(str(error)) or None)
 
 
 def _not_started(error: errors.ApiError, *, state: dict[str, Any] | None = None) -> bool:
-    """The kubelet's answer for a container that never ran: 400 "container … is waiting to start",
-    or, once the kubelet failed the Pod (DeadlineExceeded), 400 "… is terminated" for a container
-    whose terminated state has no ``startedAt`` (ContainerStatusUnknown: it never ran)."""
-    if error.status != 400:
+    """The kubelet's answer for a container that never ran, which has no log to lose.
+
+    A 400 saying the container "is waiting to start" or, once the kubelet failed the Pod
+    (DeadlineExceeded), "is terminated", counts only for a container whose terminated state has
+    no ``startedAt`` (ContainerStatusUnknown: it never ran): the same text about a container that
+    did run is a failed read like any other, and is counted.
+    """
+    if error.status != 400 or state is None or state.get("startedAt"):
         return False
-    never_ran = state is not None and not state.get("startedAt")
-    return "waiting to start" in str(error) or (never_ran and "is terminated" in str(error))
+    text = str(error)
+    return "waiting to start" in text or "is terminated" in text
 
 
 def waiting_at_deadline(pod: dict[str, Any]) -> list[records.WaitingContainer]:
@@ -326,15 +330,23 @@ async def _read_log(
     client: LogReader, *, namespace: str, pod: str, container: str, state: dict[str, Any]
 ) -> tuple[logs.LogRead, int]:
     """The container's log, read again after short pauses while it is empty and the container
-    has just terminated; with the number of extra reads."""
+    has just terminated; with the number of extra reads.
+
+    A re-read that fails ends the re-reads and keeps the first read's answer: that read worked,
+    and an empty log it returned is evidence too, where a failure would count as a lost read.
+    """
     read = await client.pod_logs(namespace=namespace, name=pod, container=container)
     if read.text or not just_terminated(state):
         return read, 0
     rereads = 0
     for pause in LOG_REREAD_PAUSES:
         await asyncio.sleep(pause)
-        read = await client.pod_logs(namespace=namespace, name=pod, container=container)
+        try:
+            again = await client.pod_logs(namespace=namespace, name=pod, container=container)
+        except (errors.ApiError, ConnectionError, TimeoutError):
+            break
         rereads += 1
+        read = again
         if read.text:
             break
     return read, rereads

@@ -26,7 +26,6 @@ current watch request) and starts whole.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import dataclasses
 import json
@@ -35,17 +34,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from agentihooks_swarm import errors, metrics as metrics_
-from agentihooks_swarm.kubernetes import logs, pods
+from agentihooks_swarm import metrics as metrics_
+from agentihooks_swarm.kubernetes import informer as informer_, logs, pods
 
 logger = logging.getLogger(__name__)
 
 #: Events listed per request when the index (re)lists.
 PAGE: Final = 500
-#: How long one watch request lasts before it is made again (the API server ends it then).
-WATCH_SECONDS: Final = 300
-#: How long a failed list or watch waits before the index lists again.
-RETRY_SECONDS: Final = 10.0
 #: A Pod's entry is dropped when none of its Events changed for this long (the API server's own
 #: Event TTL is one hour by default, so by then it has dropped them too).
 KEEP_SECONDS: Final = 3600.0
@@ -183,14 +178,13 @@ class Table:
 
 @dataclasses.dataclass(kw_only=True)
 class EventIndex:
-    """Lists, then watches, the Pods' Events of one namespace (or all: ``namespace=None``)."""
+    """The Pods' Events of one namespace (or all: ``namespace=None``), as its informer hands them
+    over (:class:`informer.Handler`); read by captures through :class:`IndexedReader`."""
 
-    client: pods.PodClient
     namespace: str | None
     table: Table = dataclasses.field(default_factory=Table)
     metrics: metrics_.Metrics | None = None
-    retry_seconds: float = RETRY_SECONDS
-    #: Whether the table holds every Pod Event up to the watch's progress.
+    #: Whether the table holds every Pod Event up to the watch's progress (its informer says).
     synced: bool = False
 
     def events(self, *, namespace: str, uid: str) -> list[Object] | None:
@@ -199,72 +193,38 @@ class EventIndex:
             return None
         return self.table.events(uid)
 
-    def _set_synced(self, value: bool) -> None:
+    def set_synced(self, value: bool) -> None:
         self.synced = value
         if self.metrics is not None:
             self.metrics.event_index_synced.set(1 if value else 0)
 
-    async def run(self) -> None:
-        """List, then watch, until cancelled; out of sync (captures list) whenever it is not watching."""
-        warned = False
-        try:
-            while True:
-                try:
-                    version = await self._list()
-                    while version:
-                        version = await self._watch(version)
-                    continue  # 410 Gone, or the table forgot a dropped Pod: list again at once.
-                except errors.ApiError as e:
-                    hint = " (grant list and watch on events)" if isinstance(e, errors.ApiRefused) else ""
-                    problem = f"{e}{hint}"
-                except ValueError as e:  # An answer that is not JSON.
-                    problem = f"an unreadable answer: {errors.trim(str(e))}"
-                except Exception as e:  # A bug must not stop the index for good, nor silently.
-                    logger.exception("The index of the Pods' Events failed")
-                    problem = f"{type(e).__name__}: {errors.trim(str(e))}"
-                self._set_synced(False)
-                (logger.info if warned else logger.warning)(
-                    "The index of the Pods' Events is out of sync, captures list each Pod's Events; "
-                    "listing again in %ss: %s",
-                    self.retry_seconds,
-                    problem,
-                )
-                warned = True
-                await asyncio.sleep(self.retry_seconds)
-        finally:
-            self._set_synced(False)  # Cancelled or failed: never leave captures reading a stale table.
+    # --- informer.Handler ---------------------------------------------------------------------
 
-    async def _list(self) -> str:
-        self._set_synced(False)
+    def begin(self) -> None:
         self.table.clear()
-        version = ""
-        async for page in self.client.list_pod_events_pages(namespace=self.namespace, limit=PAGE):
-            for item in page.get("items") or []:
-                self.table.apply(kind=None, event=_mapping(item))
-            version = str(_mapping(page.get("metadata")).get("resourceVersion") or "")
-            del page
-        logger.info("Pod Events indexed: %d of %d Pods.", len(self.table), self.table.pods)
-        return version
 
-    async def _watch(self, version: str) -> str:
-        """Follow the watch; the version to go on from, or '' to list again (410 Gone)."""
-        async with self.client.watching_pod_events(
-            namespace=self.namespace, version=version, seconds=WATCH_SECONDS
-        ) as stream:
-            self._set_synced(True)
-            async for change in stream:
-                kind, body = str(change.get("type")), _mapping(change.get("object"))
-                if kind == "ERROR":
-                    self._set_synced(False)
-                    logger.info("The Events watch ended (%s); listing again.", body.get("message"))
-                    return ""
-                version = str(_mapping(body.get("metadata")).get("resourceVersion") or version)
-                if kind != "BOOKMARK":
-                    self.table.apply(kind=kind, event=body)
-        if not self.table.whole:
-            logger.info("The Events index forgot dropped Pods; listing again to be whole.")
-            return ""
-        return version
+    def apply(self, kind: str | None, body: Mapping[str, Any]) -> None:
+        self.table.apply(kind=kind, event=body)
+
+    def end(self) -> None:
+        logger.info("Pod Events indexed: %d of %d Pods.", len(self.table), self.table.pods)
+
+    def needs_relist(self) -> bool:
+        """Once the table forgot a dropped Pod it cannot tell a Pod without Events from a
+        forgotten one; a new list makes it whole again."""
+        return not self.table.whole
+
+
+def informer(*, client: pods.PodClient, index: EventIndex) -> informer_.Informer:
+    """The informer that keeps ``index`` (its list and watch of every Pod's Events)."""
+    return informer_.Informer(
+        name="pod events",
+        source=client.pod_events_listing(namespace=index.namespace),
+        handler=index,
+        page=PAGE,
+        on_sync=index.set_synced,
+        refused_hint="grant list and watch on events; until then captures list each Pod's Events",
+    )
 
 
 class IndexedReader:

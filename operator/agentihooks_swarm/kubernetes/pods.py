@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import datetime
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -234,26 +235,22 @@ class PodClient:
         items: builtins.list[Object] = found.get("items") or []
         return items
 
-    def list_pod_events_pages(self, *, namespace: str | None, limit: int) -> AsyncIterator[Object]:
-        """Every page of every Pod's Events (``POD_EVENTS_SELECTOR``), in one namespace or all."""
-        return self._pages(
-            self._core_path(namespace, "events"),
+    def pod_events_listing(self, *, namespace: str | None) -> Listing:
+        """Every Pod's Events (``POD_EVENTS_SELECTOR``), in one namespace or all, for an informer."""
+        return Listing(
+            client=self,
+            path=self._core_path(namespace, "events"),
             field_selector=POD_EVENTS_SELECTOR,
-            limit=limit,
-            what=f"list pod events {namespace or 'everywhere'}",
+            what=f"pod events {namespace or 'everywhere'}",
         )
 
-    def watching_pod_events(
-        self, *, namespace: str | None, version: str, seconds: int
-    ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Object]]:
-        """A watch of every Pod's Events from ``version``: entering it sends the request (and raises
-        if it is refused), iterating yields the watch events until the server ends the stream."""
-        return self._watching(
-            self._core_path(namespace, "events"),
-            field_selector=POD_EVENTS_SELECTOR,
-            version=version,
-            seconds=seconds,
-            what=f"watch pod events {namespace or 'everywhere'}",
+    def custom_listing(self, *, namespace: str | None, plural: str) -> Listing:
+        """Every custom object of a kind, in one namespace or all, for an informer."""
+        return Listing(
+            client=self,
+            path=self._custom_path(namespace=namespace, plural=plural),
+            field_selector="",
+            what=f"{plural} {namespace or 'everywhere'}",
         )
 
     @staticmethod
@@ -487,20 +484,6 @@ class PodClient:
             what=f"list {plural} {namespace or 'everywhere'} {field_selector}",
         )
 
-    async def watch_custom(
-        self, *, namespace: str | None, plural: str, field_selector: str, version: str, seconds: int
-    ) -> AsyncIterator[Object]:
-        """The watch events from ``version`` until the server ends the stream (after ``seconds``)."""
-        async with self._watching(
-            self._custom_path(namespace=namespace, plural=plural),
-            field_selector=field_selector,
-            version=version,
-            seconds=seconds,
-            what=f"watch {plural} {namespace or 'everywhere'} {field_selector}",
-        ) as events:
-            async for event in events:
-                yield event
-
     async def patch_custom(self, *, namespace: str, plural: str, name: str, body: Object) -> Object:
         """A JSON merge patch of the object (metadata and spec; not its status)."""
         return await self._json(
@@ -511,12 +494,16 @@ class PodClient:
             what=f"patch {plural} {namespace}/{name}",
         )
 
-    async def patch_custom_status(self, *, namespace: str, plural: str, name: str, status: Object) -> Object:
-        """A JSON merge patch of the object's status subresource; the object as it is after it."""
+    async def patch_custom_status(
+        self, *, namespace: str, plural: str, name: str, uid: str, status: Object
+    ) -> Object:
+        """A JSON merge patch of the object's status subresource, only if the object still has this
+        UID (another object under the name answers 409: PreconditionFailed); the object as it is
+        after it."""
         return await self._json(
             "PATCH",
             self._custom_path(namespace=namespace, plural=plural, name=name) + "/status",
-            body={"status": status},
+            body={"metadata": {"uid": uid}, "status": status},
             content_type="application/merge-patch+json",
             what=f"patch the status of {plural} {namespace}/{name}",
         )
@@ -534,25 +521,57 @@ class PodClient:
 
     # --- events ---------------------------------------------------------------------------------
 
-    async def post_event(self, *, involved: Object, type_: str, reason: str, message: str) -> None:
-        """One core/v1 Event about ``involved`` (an object reference), shaped as kopf posts them."""
+    async def post_event(
+        self, *, involved: Object, type_: str, reason: str, message: str, component: str, instance: str
+    ) -> None:
+        """One core/v1 Event about ``involved`` (an object reference), from ``component`` (the
+        operator) on ``instance`` (this replica); the message is cut to the API's 1 KiB."""
         namespace = str(involved.get("namespace") or "default")
-        now = datetime.datetime.now(datetime.UTC).isoformat()
+        now = datetime.datetime.now(datetime.UTC)
         body: Object = {
-            "metadata": {"namespace": namespace, "generateName": "kopf-event-"},
-            "action": "Action?",
+            "metadata": {"namespace": namespace, "generateName": f"{involved.get('name') or 'event'}."},
             "type": type_,
             "reason": reason,
             "message": message if len(message) <= 1024 else message[:1021] + "...",
-            "reportingComponent": "kopf",
-            "reportingInstance": "dev",
-            "source": {"component": "kopf"},
+            "action": reason,
+            "reportingComponent": component,
+            "reportingInstance": instance[:128],
+            "source": {"component": component},
             "involvedObject": involved,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "eventTime": now,
+            "firstTimestamp": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "lastTimestamp": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "eventTime": now.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+            "count": 1,
         }
         response = await self._request(
             "POST", f"/api/v1/namespaces/{namespace}/events", body=body, what=f"post event {reason}"
         )
         response.release()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Listing:
+    """One kind of object at one path, listed page by page and watched (an informer's source)."""
+
+    client: PodClient
+    path: str
+    field_selector: str
+    what: str
+
+    def pages(self, *, limit: int) -> AsyncIterator[Object]:
+        return self.client._pages(
+            self.path, field_selector=self.field_selector, limit=limit, what=f"list {self.what}"
+        )
+
+    def watching(
+        self, *, version: str, seconds: int
+    ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Object]]:
+        """Entering it sends the watch request (and raises if it is refused); iterating yields the
+        watch events until the server ends the stream."""
+        return self.client._watching(
+            self.path,
+            field_selector=self.field_selector,
+            version=version,
+            seconds=seconds,
+            what=f"watch {self.what}",
+        )

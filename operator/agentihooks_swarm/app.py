@@ -1,0 +1,198 @@
+"""The operator's wiring, built in one place: :class:`App` holds every collaborator, typed.
+
+:func:`open_app` builds it from the settings (the API client, PodClient, Redis, metrics, the
+Lease, the Executions' table and queue, the lifecycle, the informers) and closes what it opened.
+:meth:`App.runnables` names the background tasks the supervisor keeps running. Nothing here
+starts a task or talks to kopf: :mod:`__main__` runs the whole, tests and the bench build an
+``App`` with the collaborators they choose (the bench's capture-free baseline passes its own
+``capture``; there is no setting or variable for it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Final
+
+from agentihooks_swarm import (
+    executions as executions_,
+    kopf_adapter,
+    leadership,
+    lifecycle,
+    metrics as metrics_,
+    model,
+    reconciler as reconciler_,
+    retention,
+    settings as settings_,
+    store as store_,
+    supervisor as supervisor_,
+)
+from agentihooks_swarm.kubernetes import api, diagnostics, event_index, informer, pods
+from agentihooks_swarm.workqueue import KeyedQueue
+
+#: How often the expiry task looks at the earliest due Execution.
+EXPIRY_TICK_SECONDS: Final = 1.0
+
+
+@dataclasses.dataclass(kw_only=True)
+class App:
+    settings: settings_.Settings
+    metrics: metrics_.Metrics
+    pods: pods.PodClient
+    store: store_.AsyncStore
+    runtime: model.Runtime
+    leader: leadership.Leadership
+    table: executions_.Executions
+    queue: KeyedQueue[str]
+    reconciler: reconciler_.Reconciler
+    informers: tuple[informer.Informer, ...]
+    supervisor: supervisor_.Supervisor
+
+    def runnables(self) -> list[supervisor_.Runnable]:
+        """The background tasks; the leader-only ones check the Lease on each round."""
+        tasks = [
+            supervisor_.Runnable(name="leadership", run=self._lead),
+            *(supervisor_.Runnable(name=f"watch {i.name}", run=i.run) for i in self.informers),
+            supervisor_.Runnable(name="steps", run=self.reconciler.work),
+            supervisor_.Runnable(name="resync", run=self.reconciler.resync),
+            supervisor_.Runnable(name="expiry", run=self._expire),
+        ]
+        if self.settings.retention_seconds > 0:
+            tasks.append(supervisor_.Runnable(name="retention", run=self._sweep))
+        return tasks
+
+    async def _lead(self) -> None:
+        def follow(held: bool) -> None:
+            if held:  # Catch up with everything at once: a standby stepped nothing.
+                self.reconciler.resync_now()
+
+        await self.leader.run(on_change=follow)
+
+    async def _expire(self) -> None:
+        await executions_.run_expiry(
+            expiry=self.table.expiry,
+            holds=self.leader.holds,
+            delete=self.pods.delete_custom,
+            tick=EXPIRY_TICK_SECONDS,
+        )
+
+    async def _sweep(self) -> None:
+        await retention.run(
+            store=self.store,
+            guard=self.leader,
+            metrics=self.metrics,
+            retention_seconds=self.settings.retention_seconds,
+            interval_seconds=self.settings.retention_sweep_interval_seconds,
+        )
+
+    def problems(self) -> dict[str, object]:
+        """What makes this replica unhealthy (empty when it is healthy): a task given up."""
+        if self.supervisor.given_up is None:
+            return {}
+        return {"given_up": self.supervisor.given_up, "tasks": self.supervisor.running()}
+
+    def synced(self) -> Mapping[str, bool]:
+        """Each watch, and whether it has listed its objects at least once."""
+        return {i.name: i.ready.is_set() for i in self.informers}
+
+
+@contextlib.asynccontextmanager
+async def open_app(
+    *,
+    settings: settings_.Settings,
+    metrics: metrics_.Metrics | None = None,
+    capture: diagnostics.Capture = diagnostics.startup,
+    identity: str | None = None,
+) -> AsyncIterator[App]:
+    """The operator's collaborators for the lifetime of the ``async with`` block."""
+    metrics = metrics or metrics_.Metrics()
+    client = await api.client()
+    try:
+        async with store_.open_store(settings, metrics=metrics) as store:
+            yield build(
+                settings=settings,
+                metrics=metrics,
+                client=pods.PodClient(api=client, timeout=settings.api_timeout_seconds),
+                store=store,
+                capture=capture,
+                identity=identity or leadership.identity(),
+                legacy_finalizers=kopf_adapter.legacy_finalizers(),
+            )
+    finally:
+        await client.close()
+
+
+def build(
+    *,
+    settings: settings_.Settings,
+    metrics: metrics_.Metrics,
+    client: pods.PodClient,
+    store: store_.AsyncStore,
+    capture: diagnostics.Capture = diagnostics.startup,
+    identity: str,
+    legacy_finalizers: frozenset[str] = frozenset(),
+) -> App:
+    """An :class:`App` on the given client and store."""
+    index = event_index.EventIndex(namespace=settings.namespace, metrics=metrics)
+    runtime = model.Runtime(
+        pods=client,
+        recorder=store,
+        metrics=metrics,
+        startup_deadline_seconds=settings.startup_deadline_seconds,
+        startup=capture,
+        events=index,
+    )
+    leader = leadership.Leadership(
+        client=client,
+        namespace=settings.lease_namespace or settings.namespace or "default",
+        name=settings.lease_name,
+        holder=identity,
+        duration=settings.lease_duration_seconds,
+    )
+    queue: KeyedQueue[str] = KeyedQueue()
+    table = executions_.Executions(
+        expiry=executions_.Expiry(default_ttl=settings.ttl_seconds_after_finished),
+        wake=queue.add,
+        legacy_finalizers=legacy_finalizers,
+        clock=time.monotonic,
+    )
+    steps = lifecycle.Lifecycle(
+        runtime=runtime,
+        store=store,
+        guard=leader,
+        instance=identity,
+        archive_deadline_seconds=settings.archive_deadline_seconds,
+        legacy_finalizers=legacy_finalizers,
+    )
+    watches = (
+        informer.Informer(
+            name="executions",
+            source=client.custom_listing(namespace=settings.namespace, plural="executions"),
+            handler=table,
+            page=executions_.PAGE,
+            refused_hint="grant list and watch on executions.swarm.agentihooks.io",
+        ),
+        event_index.informer(client=client, index=index),
+    )
+    return App(
+        settings=settings,
+        metrics=metrics,
+        pods=client,
+        store=store,
+        runtime=runtime,
+        leader=leader,
+        table=table,
+        queue=queue,
+        reconciler=reconciler_.Reconciler(
+            lifecycle=steps,
+            table=table,
+            queue=queue,
+            metrics=metrics,
+            holds=leader.holds,
+            interval=settings.cleanup_interval_seconds,
+        ),
+        informers=watches,
+        supervisor=supervisor_.Supervisor(metrics=metrics),
+    )

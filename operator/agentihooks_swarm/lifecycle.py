@@ -1,0 +1,417 @@
+"""One step of one Execution's lifecycle: the only code that launches or advances an attempt.
+
+Every trigger — a new Execution, a change of its spec or relaunch annotation, its deletion, the
+periodic resync, a restart — ends in :meth:`Lifecycle.step`, called by the reconciler's workers,
+which never run two steps of one Execution at once (:mod:`workqueue`). A step reads what it needs
+(the records in one round trip, the worker Pod), acts, and then writes the Execution once: one
+status patch that only applies to the Execution it read (its UID), the operator's finalizer, and
+its Events. So there is one path for the status and one for the Events, whatever the trigger.
+
+What a step does, by the Execution's state:
+
+* not launched: parse the spec, read the Swarm, put the operator's finalizer on the Execution
+  (so deleting it waits for cleanup), claim its name's records (:meth:`store.AsyncStore.claim`:
+  a name another Execution used is refused, ``NameInUse``), create or adopt the worker Pod, hand
+  it its grant (launch removal on a refused hand), record the hand;
+* launched: :func:`attempts.advance` (final record, outcome, archive, final cleanup);
+* being deleted: the same, cancelled; once cleanup is done (or there was never a worker), the
+  finalizer goes and the Execution with it.
+
+Expected failures (the API server, Redis, a cleanup pass that must wait) become the status' answer
+and a later step; ``NotLeader`` ends the step without a write; anything else propagates to the
+reconciler, which logs and counts it and tries again later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+from agentihooks_swarm import (
+    attempts,
+    cleanup,
+    errors,
+    events,
+    finals,
+    launch,
+    model,
+    records,
+    resources,
+    status as status_,
+    store as store_,
+)
+from agentihooks_swarm.executions import FINALIZER
+from agentihooks_swarm.model import Phase
+
+logger = logging.getLogger(__name__)
+
+#: Seconds before a launch that failed for a reason that may pass is tried again.
+LAUNCH_RETRY: Final = 10.0
+#: Seconds before the hand result is written again after Redis failed.
+RECORD_RETRY: Final = 15.0
+#: Seconds before a missing or invalid Swarm, or a foreign Pod under the worker's name, is looked
+#: at again (a change to the Execution itself wakes it at once).
+SWARM_MISSING_RETRY: Final = 30.0
+SWARM_INVALID_RETRY: Final = 60.0
+FOREIGN_POD_RETRY: Final = 60.0
+#: Seconds before a write that lost a race with a newer version of the Execution is tried again.
+CONFLICT_RETRY: Final = 1.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Step:
+    """What a step did, for the reconciler."""
+
+    #: The Execution as the API server had it after the step's last write (None: nothing written).
+    after: Mapping[str, Any] | None = None
+    #: Not before this many seconds should the next step come (None: the next resync).
+    retry_after: float | None = None
+    #: Nothing more to do: Done, Invalid until it changes, or gone.
+    settled: bool = False
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Work:
+    """One step's state: what it learnt and what it will write."""
+
+    tracked: model.Tracked
+    patch: dict[str, Any] = dataclasses.field(default_factory=dict)
+    notes: events.Collected = dataclasses.field(default_factory=events.Collected)
+    retry_after: float | None = None
+    release: bool = False
+    settled: bool = False
+
+    @property
+    def view(self) -> dict[str, Any]:
+        """The status as it will be once the patch is written."""
+        return {**self.tracked.status, **self.patch}
+
+    def answer(self, answer: status_.Answer, **fields: Any) -> None:
+        status_.apply(self.patch, self.view, answer)
+        for name, value in fields.items():
+            status_.put(self.patch, self.view, name, value)
+
+    def observed(self) -> dict[str, Any]:
+        return status_.observed(generation=self.tracked.spec_generation, relaunch=self.tracked.relaunch)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Lifecycle:
+    runtime: model.Runtime
+    store: store_.AsyncStore
+    guard: model.Guard
+    #: This replica, as its Events name it.
+    instance: str
+    archive_deadline_seconds: float
+    #: Finalizers an earlier version put on Executions: released with the operator's own.
+    legacy_finalizers: frozenset[str] = frozenset()
+
+    async def step(self, tracked: model.Tracked) -> Step:
+        """Move one Execution as far as it can go now; see the module docstring."""
+        work = _Work(tracked=tracked)
+        try:
+            await self._act(work)
+        except errors.NotLeader:
+            raise
+        except Exception:
+            if work.patch:  # What the step did before the surprise (a launched worker) is kept.
+                await self._write(work)
+            raise
+        after = await self._write(work)
+        return Step(after=after, retry_after=work.retry_after, settled=work.settled)
+
+    async def _act(self, work: _Work) -> None:
+        tracked = work.tracked
+        hand = tracked.hand()
+        if hand is not None and _unrecorded(tracked.status):
+            await self._record_hand(work, hand)
+        if hand is None and (tracked.deleting or tracked.gone):
+            hand = await self._unlaunched(work)
+        elif hand is None:
+            quiet = tracked.status.get("phase") == Phase.INVALID and not status_.changed_since_launch(
+                tracked.status, generation=tracked.spec_generation, relaunch=tracked.relaunch
+            )
+            if quiet:
+                work.settled = True
+                return
+            hand = await self._launch(work)
+        if hand is not None:
+            await self._advance(work, hand)
+
+    # --- launch ---------------------------------------------------------------------------------
+
+    async def _launch(self, work: _Work) -> records.HandResult | None:
+        """Launch the Execution's attempt; its hand result, or None when it was not launched (the
+        status says why)."""
+        tracked = work.tracked
+        try:
+            execution = resources.parse_execution(name=tracked.name, spec=tracked.spec or {})
+        except errors.InvalidResource as e:
+            work.answer(status_.invalid_spec(str(e)), **work.observed())
+            work.notes.warning(reason="InvalidSpec", message=str(e))
+            work.settled = True
+            return None
+        found = await self._swarm(work)
+        if found is None:
+            return None
+        swarm, stamp = found
+        self.guard.check(before=f"launching {tracked.name}")
+        if not await self._hold(work) or not await self._claim(work):
+            return None
+        return await self._hand(work, execution=execution, swarm=swarm, stamp=stamp)
+
+    async def _swarm(self, work: _Work) -> tuple[resources.SwarmSpec, str] | None:
+        """The Execution's Swarm, parsed, and its stamp; None when there is none to launch with."""
+        tracked = work.tracked
+        try:
+            found = await self.runtime.pods.read_custom(
+                namespace=tracked.namespace, plural="swarms", name=tracked.swarm
+            )
+        except errors.ApiError as e:
+            logger.warning("Could not read Swarm %s/%s, retrying: %s", tracked.namespace, tracked.swarm, e)
+            work.retry_after = LAUNCH_RETRY
+            return None
+        if found is None:
+            work.answer(status_.swarm_missing(namespace=tracked.namespace, name=tracked.swarm))
+            work.retry_after = SWARM_MISSING_RETRY
+            return None
+        try:
+            swarm = resources.parse_swarm(name=tracked.swarm, spec=found.get("spec"))
+        except errors.InvalidResource as e:
+            work.answer(status_.swarm_invalid(f"{e}; fix the Swarm"))
+            work.retry_after = SWARM_INVALID_RETRY
+            return None
+        return swarm, status_.swarm_stamp(found)
+
+    async def _hold(self, work: _Work) -> bool:
+        """The operator's finalizer on the Execution before its worker exists, so that deleting
+        it waits for cleanup. False when it could not be added now (the step is tried again)."""
+        tracked = work.tracked
+        if FINALIZER in tracked.finalizers:
+            return True
+        try:
+            after = await self.runtime.pods.patch_custom(
+                namespace=tracked.namespace,
+                plural="executions",
+                name=tracked.name,
+                body={
+                    "metadata": {
+                        "finalizers": [*tracked.finalizers, FINALIZER],
+                        "uid": tracked.uid,
+                        "resourceVersion": tracked.resource_version,
+                    }
+                },
+            )
+        except errors.PreconditionFailed:  # A newer version of it exists: the watch brings it.
+            work.retry_after = CONFLICT_RETRY
+            return False
+        except errors.ApiError as e:
+            work.answer(status_.launch_failed(e, retry_seconds=LAUNCH_RETRY))
+            work.retry_after = LAUNCH_RETRY
+            return False
+        metadata = after.get("metadata") or {}
+        work.tracked = dataclasses.replace(
+            tracked,
+            resource_version=str(metadata.get("resourceVersion") or tracked.resource_version),
+            finalizers=tuple(metadata.get("finalizers") or (*tracked.finalizers, FINALIZER)),
+        )
+        return True
+
+    async def _claim(self, work: _Work) -> bool:
+        """Claim the execution name's records for this Execution; False when it may not launch."""
+        tracked = work.tracked
+        try:
+            owner = await self.store.claim(
+                slug=tracked.swarm,
+                execution=tracked.name,
+                owner=records.Owner(
+                    uid=tracked.uid, namespace=tracked.namespace, at=finals.timestamp(finals.now())
+                ),
+            )
+        except errors.StoreUnavailable as e:
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = RECORD_RETRY
+            return False
+        if owner is not None and owner.uid == tracked.uid:
+            return True
+        answer = status_.name_in_use(slug=tracked.swarm, execution=tracked.name, owner=owner)
+        work.answer(answer, **work.observed())
+        work.notes.warning(reason="NameInUse", message=answer.conditions[0]["message"])
+        work.settled = True
+        return False
+
+    async def _hand(
+        self, work: _Work, *, execution: resources.ExecutionSpec, swarm: resources.SwarmSpec, stamp: str
+    ) -> records.HandResult | None:
+        tracked = work.tracked
+        try:
+            launched = await launch.launch(
+                runtime=self.runtime,
+                attempt=tracked.attempt(),
+                swarm=swarm,
+                execution=execution,
+                notify=work.notes,
+                guard=self.guard,
+            )
+        except errors.SpecRejected as e:
+            answer = status_.rejected(e, swarm_stamp=stamp)
+            work.answer(answer, **work.observed())
+            work.notes.warning(reason=answer.conditions[0]["reason"], message=str(e))
+            work.settled = True
+            return None
+        except launch.ForeignPod as e:
+            work.answer(status_.pod_name_taken(f"{e}; remove that pod to let this execution launch"))
+            work.retry_after = FOREIGN_POD_RETRY
+            return None
+        except errors.ApiError as e:
+            work.answer(status_.launch_failed(e, retry_seconds=LAUNCH_RETRY))
+            work.retry_after = LAUNCH_RETRY
+            return None
+        hand = launched.hand
+        earlier = work.view.get("conditions")
+        work.answer(status_.handed(hand, detail=launched.detail, earlier=earlier), **work.observed())
+        if hand.handed:  # What the steps report until the worker ends: written once, here.
+            work.patch["waitingFor"] = attempts.WORKER_RUNNING
+        await self._record_hand(work, hand)
+        return hand
+
+    async def _record_hand(self, work: _Work, hand: records.HandResult) -> None:
+        """The hand result in Redis (and a refused hand's final record); the status says whether it
+        is there. A failed write is tried again by a later step, which finds the hand in the status."""
+        tracked = work.tracked
+        try:
+            await self.store.save_hand(
+                slug=tracked.swarm,
+                execution=tracked.name,
+                hand=hand,
+                final=None
+                if hand.handed
+                else records.FinalRecord(
+                    execution=tracked.name,
+                    generation=hand.generation,
+                    state=records.FinalState.REFUSED,
+                    transcript_end=0,
+                    outcome=self.store.key(tracked.swarm, store_.OUTCOMES),
+                ),
+            )
+        except errors.StoreUnavailable as e:
+            self.runtime.metrics.store_failures.labels(path="launch").inc()
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = RECORD_RETRY
+            return
+        status_.set_condition(work.patch, work.view.get("conditions"), status_.recorded())
+
+    # --- after the launch -----------------------------------------------------------------------
+
+    async def _unlaunched(self, work: _Work) -> records.HandResult | None:
+        """A deleted Execution without a hand in its status: if it claimed its name, a launch may
+        have created its worker before it was interrupted, so its attempt is cleaned up like any
+        cancelled one; otherwise there is nothing of it to clean up and it may go."""
+        tracked = work.tracked
+        owner = await self.store.owner(slug=tracked.swarm, execution=tracked.name) if tracked.swarm else None
+        if owner is None or owner.uid != tracked.uid:
+            work.release = work.settled = True
+            return None
+        return records.HandResult(
+            generation=tracked.attempt_number, handed=True, pod=tracked.attempt().pod_name
+        )
+
+    async def _advance(self, work: _Work, hand: records.HandResult) -> None:
+        tracked = work.tracked
+        try:
+            progress = await attempts.advance(
+                runtime=self.runtime,
+                store=self.store,
+                guard=self.guard,
+                attempt=tracked.attempt(),
+                hand=hand,
+                cancelled=tracked.cancel or tracked.deleting,
+                deadline_seconds=self.archive_deadline_seconds,
+                notify=work.notes,
+            )
+        except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable, errors.StaleWrite) as e:
+            self.runtime.metrics.cleanup_failures.labels(error=type(e).__name__).inc()
+            if isinstance(e, errors.StoreUnavailable):
+                self.runtime.metrics.store_failures.labels(path="cleanup").inc()
+            logger.warning(
+                "A step of %s/%s stopped early; the next one retries: %s", tracked.namespace, tracked.name, e
+            )
+            status_.failed(work.patch, work.view, e)
+            if isinstance(e, errors.StaleWrite):
+                work.retry_after = CONFLICT_RETRY
+            return
+        status_.progress(work.patch, work.view, progress)
+        if progress.done:
+            work.settled = True
+            work.release = True
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    async def _write(self, work: _Work) -> Mapping[str, Any] | None:
+        """The step's writes to the Execution: its status, its finalizers, its Events."""
+        tracked = work.tracked
+        if tracked.gone:
+            return None
+        after: Mapping[str, Any] | None = None
+        if work.patch:
+            try:
+                after = await self.runtime.pods.patch_custom_status(
+                    namespace=tracked.namespace,
+                    plural="executions",
+                    name=tracked.name,
+                    uid=tracked.uid,
+                    status=work.patch,
+                )
+            except (errors.NotFound, errors.PreconditionFailed):
+                work.settled = True  # Gone, or another Execution under the name: not ours to write.
+                return None
+            except errors.ApiError as e:
+                logger.warning("Could not write the status of %s/%s: %s", tracked.namespace, tracked.name, e)
+        if work.release:
+            after = await self._release(work, after) or after
+        await events.post(
+            client=self.runtime.pods, involved=tracked.reference(), notes=work.notes, instance=self.instance
+        )
+        return after
+
+    async def _release(self, work: _Work, after: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """Remove the operator's finalizer (and an earlier version's): its cleanup is over."""
+        tracked = work.tracked
+        metadata = (after or {}).get("metadata") or {}
+        current = tuple(metadata.get("finalizers") or tracked.finalizers) if after else tracked.finalizers
+        ours = {FINALIZER, *self.legacy_finalizers}
+        remaining = [f for f in current if f not in ours]
+        if len(remaining) == len(current):
+            return None
+        self.guard.check(before=f"removing the finalizer of {tracked.name}")
+        try:
+            return await self.runtime.pods.patch_custom(
+                namespace=tracked.namespace,
+                plural="executions",
+                name=tracked.name,
+                body={
+                    "metadata": {
+                        "finalizers": remaining,
+                        "uid": tracked.uid,
+                        "resourceVersion": str(metadata.get("resourceVersion") or tracked.resource_version),
+                    }
+                },
+            )
+        except errors.NotFound:
+            return None
+        except errors.ApiError as e:  # A newer version of it, or an outage: a later step releases it.
+            logger.info("Could not remove the finalizer of %s/%s yet: %s", tracked.namespace, tracked.name, e)
+            work.settled = False
+            work.retry_after = CONFLICT_RETRY
+            return None
+
+
+def _unrecorded(status: Mapping[str, Any]) -> bool:
+    """Whether the status says the hand result could not be written to Redis yet."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Recorded":
+            return condition.get("status") == "False"
+    return False

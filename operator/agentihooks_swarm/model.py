@@ -1,0 +1,195 @@
+"""The shared types of the lifecycle's steps: what an attempt is, what a step found, who may act.
+
+The bottom floor of the step modules (``launch``, ``cleanup``, ``attempts``, ``lifecycle``): each of
+them imports these types from here and none imports another step module for a type, so the
+modules that do the work form a line, not a cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from agentihooks_swarm import errors, metrics as metrics_, records
+from agentihooks_swarm.kubernetes import diagnostics, event_index, labels, pods
+
+
+class Phase(enum.StrEnum):
+    """An Execution's ``status.phase``, as ``kubectl get executions`` shows it."""
+
+    #: Waiting to launch (its Swarm is missing, or a launch failed and is retried), or its worker
+    #: Pod is not running yet.
+    PENDING = "Pending"
+    RUNNING = "Running"
+    #: The hand was refused; final cleanup follows.
+    REFUSED = "Refused"
+    #: Final; cleanup waits for the transcript archive.
+    ARCHIVING = "Archiving"
+    #: A cleanup pass stopped early; the next one retries.
+    CLEANING = "Cleaning"
+    #: Cleanup finished: the evidence is in ``attempt-retained``. Nothing more happens.
+    DONE = "Done"
+    #: The spec cannot be acted on until it (or its Swarm) changes.
+    INVALID = "Invalid"
+    #: Something outside the Execution stands in its way (a foreign Pod has its worker's name).
+    BLOCKED = "Blocked"
+
+    @classmethod
+    def of_pod(cls, pod_phase: object) -> Phase:
+        """An attempt's phase while its worker Pod lives: the Pod's own, as far as it is ours."""
+        return cls.RUNNING if pod_phase in ("Running", "Unknown") else cls.PENDING
+
+
+#: The phases after which an Execution needs no step (unless it is being deleted or changed).
+SETTLED = frozenset({Phase.DONE, Phase.INVALID})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Attempt:
+    """One attempt of one Execution: the labels and names of its objects follow from these."""
+
+    namespace: str
+    slug: str
+    execution: str
+    generation: int
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return labels.attempt(slug=self.slug, execution=self.execution, generation=self.generation)
+
+    @property
+    def pod_name(self) -> str:
+        return labels.worker_pod_name(execution=self.execution, generation=self.generation)
+
+
+class Recorder(Protocol):
+    async def record_startup(
+        self, *, slug: str, execution: str, record: records.StartupRecord
+    ) -> records.StartupRecord: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Runtime:
+    """The collaborators of the launch and cleanup paths."""
+
+    pods: pods.PodClient
+    #: Where launch captures go. None means refused Pods are kept (the spec's "no recorder").
+    recorder: Recorder | None
+    metrics: metrics_.Metrics
+    #: A worker's startup deadline when its Swarm's template sets none
+    #: (``AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS``).
+    startup_deadline_seconds: int = 600
+    #: The startup capture. The operator always wires :func:`diagnostics.startup`; there is no
+    #: setting or variable for it. Only ``tests/bench`` assembles a runtime with another one, to
+    #: measure the capture's cost against a baseline that captures nothing.
+    startup: diagnostics.Capture = diagnostics.startup
+    #: The operator's index of the Pods' Events; without it, or while it is out of sync, a
+    #: capture lists the Pod's Events itself.
+    events: event_index.EventIndex | None = None
+
+    @property
+    def reader(self) -> diagnostics.Reader:
+        """What a capture reads a Pod's logs and Events from."""
+        if self.events is None:
+            return self.pods
+        return event_index.IndexedReader(client=self.pods, index=self.events)
+
+
+class Guard(Protocol):
+    """Checked before each write and delete: raises :class:`errors.NotLeader` when this replica
+    may not act."""
+
+    def check(self, *, before: str) -> None: ...
+
+
+class Unguarded:
+    """A guard for a single replica (tests, tools): always leads."""
+
+    def check(self, *, before: str) -> None:
+        return None
+
+
+NotLeader = errors.NotLeader
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Progress:
+    """How far a step moved an attempt, for its Execution's status."""
+
+    phase: Phase
+    outcome: str | None = None
+    waiting_for: str = ""
+    retained: records.Retained | None = None
+    #: Why the attempt is ending or ended the way it does (``StartupDeadlineExceeded``,
+    #: ``Unschedulable``), with a sentence for the Execution's status.
+    reason: str = ""
+    message: str = ""
+    #: The failure class of the attempt's captured Pod (or of its final record's evidence).
+    failure_class: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.retained is not None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Tracked:
+    """One Execution as a step needs it, and nothing else of its body (the table holds thousands)."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    #: ``metadata.generation``: bumped by the API server on every change of the spec.
+    spec_generation: int | None
+    swarm: str
+    cancel: bool
+    #: It has a ``deletionTimestamp``: its attempt is cancelled, and it goes once cleanup is done.
+    deleting: bool
+    #: It was deleted (the watch said so) while its attempt was in flight: its cleanup still runs,
+    #: from this last view of it, and nothing is written to it any more.
+    gone: bool = False
+    finalizers: tuple[str, ...] = ()
+    #: The relaunch annotation's value, if any.
+    relaunch: str | None = None
+    #: The status' own fields (not kopf's bookkeeping of an earlier version).
+    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: The spec, kept only while the Execution has not been launched (its task may be large).
+    spec: Mapping[str, Any] | None = None
+
+    @property
+    def attempt_number(self) -> int:
+        value = self.status.get("attempt")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+    def attempt(self) -> Attempt:
+        return Attempt(
+            namespace=self.namespace, slug=self.swarm, execution=self.name, generation=self.attempt_number
+        )
+
+    def hand(self) -> records.HandResult | None:
+        """The hand result of its launch, from the status; None before the launch finished."""
+        stored = self.status.get("hand")
+        if not isinstance(stored, Mapping) or not self.status.get("pod"):
+            return None
+        reason = stored.get("reason")
+        known = {str(r) for r in records.HandReason}
+        return records.HandResult(
+            generation=self.attempt_number,
+            handed=bool(stored.get("handed")),
+            reason=records.HandReason(reason) if isinstance(reason, str) and reason in known else None,
+            removed=stored.get("removed") if isinstance(stored.get("removed"), bool) else None,
+            pod=str(self.status["pod"]),
+        )
+
+    def reference(self) -> dict[str, Any]:
+        """An object reference (for its Events)."""
+        return {
+            "apiVersion": "swarm.agentihooks.io/v1alpha1",
+            "kind": "Execution",
+            "name": self.name,
+            "namespace": self.namespace,
+            "uid": self.uid,
+        }

@@ -1,0 +1,95 @@
+"""The workers that run the lifecycle's steps, and the resync that keeps them coming.
+
+Keys (Execution UIDs) come into one :class:`workqueue.KeyedQueue` from the Executions' informer
+(a new Execution, a deletion, a new spec: at once) and from :meth:`Reconciler.resync` (every
+Execution that needs steps, every ``CLEANUP_INTERVAL_SECONDS``); ``workers`` workers take them
+one at a time, so one Execution's steps never overlap, and at most ``workers`` steps run at once
+(each holds API and Redis connections: unbounded, a burst of Executions queued thousands of
+requests behind the client's connection limits until they timed out). Only the leader steps: a
+standby drops what it is given, and catches up with a resync the moment it leads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from agentihooks_swarm import errors, executions as executions_, lifecycle as lifecycle_, metrics as metrics_
+from agentihooks_swarm.workqueue import KeyedQueue
+
+logger = logging.getLogger(__name__)
+
+#: Steps at once.
+WORKERS: Final = 32
+#: Seconds before an Execution whose step failed unexpectedly is stepped again.
+ERROR_RETRY: Final = 10.0
+
+
+@dataclasses.dataclass(kw_only=True)
+class Reconciler:
+    lifecycle: lifecycle_.Lifecycle
+    table: executions_.Executions
+    queue: KeyedQueue[str]
+    metrics: metrics_.Metrics
+    holds: Callable[[], bool]
+    interval: float
+    workers: int = WORKERS
+
+    async def work(self) -> None:
+        """Run the workers until cancelled (a supervised task: a worker's failure restarts all)."""
+        async with asyncio.TaskGroup() as group:
+            for number in range(self.workers):
+                group.create_task(self._worker(), name=f"step worker {number}")
+
+    async def _worker(self) -> None:
+        while True:
+            uid = await self.queue.get()
+            try:
+                await self.step(uid)
+            finally:
+                self.queue.done(uid)
+
+    async def step(self, uid: str) -> lifecycle_.Step | None:
+        """One step of the Execution with this UID, if this replica leads and it still needs one."""
+        tracked = self.table.get(uid)
+        if tracked is None or not self.holds():
+            return None
+        try:
+            step = await self.lifecycle.step(tracked)
+        except errors.NotLeader:
+            return None
+        except Exception:
+            self.metrics.steps.labels(result="error").inc()
+            logger.exception(
+                "A step of %s/%s failed unexpectedly; it is tried again in %ss",
+                tracked.namespace,
+                tracked.name,
+                ERROR_RETRY,
+            )
+            self.table.defer(uid, seconds=ERROR_RETRY)
+            return None
+        if step.after is not None:
+            self.table.observe(uid=uid, kind="MODIFIED", body=step.after)
+        if tracked.gone and step.settled:
+            self.table.forget(uid)
+        if step.retry_after is not None:
+            self.table.defer(uid, seconds=step.retry_after)
+        self.metrics.steps.labels(result="done" if step.settled else "progress").inc()
+        return step
+
+    def resync_now(self) -> None:
+        """Queue every Execution that needs a step (and is not deferred)."""
+        for uid in self.table.due():
+            self.queue.add(uid)
+        self.metrics.queue_depth.set(len(self.queue))
+        self.metrics.executions_tracked.set(len(self.table))
+
+    async def resync(self) -> None:
+        """Every ``interval`` seconds, while leading, queue every Execution that needs a step."""
+        while True:
+            await asyncio.sleep(self.interval)
+            if self.holds():
+                self.resync_now()

@@ -1,0 +1,291 @@
+"""One lifecycle per Execution, with the operator running as users run it: a deletion racing a
+capture, many deletions racing their workers' failures, and a name used again.
+
+Each of these lost evidence or left a worker behind while two code paths (the passes and kopf's
+delete handler) advanced the same attempt at once, and while a new Execution could take an old
+one's records as its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client, watch as kwatch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from agentihooks_swarm import store as store_
+from agentihooks_swarm.kubernetes import labels
+from tests.e2e import helpers
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+from tests.support.proxy import FaultProxy
+
+SLUG = "life"
+PREFIX = "agentihooks-swarm"
+
+
+def marker(execution: str) -> bytes:
+    return f"worker {execution} refused: its own words\n".encode()
+
+
+async def executions_left(api: client.ApiClient, namespace: str) -> list[str]:
+    listed = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", namespace, "executions"
+    )
+    return [item["metadata"]["name"] for item in listed["items"]]
+
+
+async def worker_pods(api: client.ApiClient, namespace: str) -> list[Any]:
+    listed = await client.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=f"{labels.OWNER}={labels.owner(SLUG)}"
+    )
+    return list(listed.items)
+
+
+async def delete_execution(api: client.ApiClient, namespace: str, name: str) -> None:
+    await client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", namespace, "executions", name
+    )
+
+
+async def journal_entries(redis_url: str) -> dict[str, Any]:
+    import redis.asyncio
+
+    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        found = await connection.hgetall(store_.key(PREFIX, SLUG, store_.JOURNAL))
+    finally:
+        await connection.aclose()
+    return {str(k): v for k, v in found.items()}
+
+
+def assert_one_capture_of_its_own(retained: Any, *, execution: str, exit_code: int) -> None:
+    """The retained record holds exactly one removed Pod, captured, with this execution's own log."""
+    assert retained is not None, f"{execution}: no attempt-retained record"
+    [entry] = retained["removed"]["pods"]
+    assert entry["name"] == labels.worker_pod_name(execution=execution, generation=1)
+    assert entry["outcome"] in ("deleted", "absent_after_send"), entry
+    [container] = entry["startup"]["containers"]
+    assert container["terminated"]["exitCode"] == exit_code
+    assert container["log"].endswith(marker(execution).decode()), container["log"]
+
+
+async def test_an_execution_deleted_while_its_pod_is_captured_keeps_one_capture_and_one_delete(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    threaded_fault_proxy: FaultProxy,
+    fault_proxy_kubeconfig: Path,
+) -> None:
+    name = "deleted-mid-capture"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="2s")
+    log_path = rf"/api/v1/namespaces/{namespace}/pods/{pod}/log"
+    # The first log read of the worker is answered 2.5 s late (within the operator's 3 s API
+    # timeout): the step that captures it is in the middle of it while the Execution is deleted.
+    threaded_fault_proxy.delay(seconds=2.5, method="GET", path=log_path, times=1)
+    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+    async def reading() -> bool:
+        return threaded_fault_proxy.count(method="GET", path=log_path) >= 1
+
+    await helpers.eventually(reading, what="the capture's log read", operator=process, timeout=60)
+    await delete_execution(admin_api, namespace, name)
+
+    async def gone() -> bool:
+        return name not in await executions_left(admin_api, namespace)
+
+    await helpers.eventually(gone, what=f"{name} to be gone", operator=process, timeout=60)
+    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
+    deletes = threaded_fault_proxy.count(method="DELETE", path=rf"/api/v1/namespaces/{namespace}/pods/{pod}")
+    assert deletes == 1
+    assert threaded_fault_proxy.count(method="GET", path=log_path) == 1  # Captured once.
+    assert await journal_entries(redis_url) == {}
+    assert await worker_pods(admin_api, namespace) == []
+
+
+async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_captures(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    """As a CI system cancelling its runs does: each Execution is deleted as soon as its worker
+    Pod is Failed, while the operator's own resync (every 0.5 s) reaches the same attempt."""
+    names = [f"race-{i:02d}" for i in range(60)]
+    await asyncio.gather(
+        *(
+            pods.plant_log(
+                cluster=control_plane,
+                namespace=namespace,
+                pod=labels.worker_pod_name(execution=n, generation=1),
+                container="worker",
+                content=marker(n),
+            )
+            for n in names
+        )
+    )
+    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="3s")
+    process = operator(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
+    )
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    raced: set[str] = set()  # Deleted the moment its worker was seen Failed: the race with cleanup.
+    deleted: set[str] = set()
+
+    async def delete_quietly(execution: str) -> None:
+        try:
+            await delete_execution(admin_api, namespace, execution)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    async def cancel_on_failure() -> None:
+        """A CI system cancelling its runs: it watches the workers, and deletes each Execution as
+        soon as its worker Pod fails (without waiting for one deletion before the next)."""
+        async with asyncio.TaskGroup() as deleting:
+            watch = kwatch.Watch()
+            async with watch.stream(
+                client.CoreV1Api(admin_api).list_namespaced_pod,
+                namespace,
+                label_selector=f"{labels.OWNER}={labels.owner(SLUG)}",
+            ) as stream:
+                async for event in stream:
+                    pod = event["object"]
+                    execution = pod.metadata.labels[labels.EXECUTION]
+                    if pod.status.phase == "Failed" and execution not in deleted:
+                        deleted.add(execution)
+                        raced.add(execution)
+                        deleting.create_task(delete_quietly(execution))
+
+    cancelling = asyncio.create_task(cancel_on_failure())
+    await asyncio.sleep(1)  # The CI's watch is open before its runs start.
+    for n in names:
+        await helpers.create(admin_api, builders.execution(name=n, namespace=namespace, swarm=SLUG))
+
+    async def all_gone() -> bool:
+        left = await executions_left(admin_api, namespace)
+        for execution in left:  # Those whose worker the operator cleaned up first are Done: go too.
+            try:
+                found = await helpers.execution(admin_api, namespace=namespace, name=execution)
+                if (found.get("status") or {}).get("phase") == "Done" and execution not in deleted:
+                    deleted.add(execution)
+                    await delete_execution(admin_api, namespace, execution)
+            except ApiException as e:
+                if e.status != 404:  # Gone meanwhile.
+                    raise
+        return not left
+
+    try:
+        await helpers.eventually(all_gone, what="every Execution gone", operator=process, timeout=240)
+    finally:
+        cancelling.cancel()
+        [ended] = await asyncio.gather(cancelling, return_exceptions=True)
+    assert isinstance(ended, asyncio.CancelledError), f"the watch ended: {ended!r}"
+    assert deleted == set(names)
+    assert len(raced) >= 50, f"only {len(raced)} deletions raced: not {sorted(set(names) - raced)}"
+    for n in names:
+        retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=n)
+        assert_one_capture_of_its_own(retained, execution=n, exit_code=3)
+    assert await journal_entries(redis_url) == {}
+    assert await worker_pods(admin_api, namespace) == []
+
+
+def forget(redis_url: str, execution: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
+    return subprocess.run(
+        [sys.executable, "-m", "agentihooks_swarm", "records", "forget", SLUG, execution],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("outcome", ["refused", "failed"])
+async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgotten(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    outcome: str,
+) -> None:
+    name = f"again-{outcome}"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    project = "allowed" if outcome == "failed" else "outside"
+    manifest = builders.execution(name=name, namespace=namespace, swarm=SLUG, project=project)
+
+    async def phase_of(wanted: str) -> dict[str, Any] | None:
+        found = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        return found if found.get("phase") == wanted else None
+
+    await helpers.create(admin_api, manifest)
+    first = await helpers.eventually(lambda: phase_of("Done"), what="the first to be Done", operator=process)
+    first_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    kept = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await delete_execution(admin_api, namespace, name)
+
+    async def gone() -> bool:
+        return name not in await executions_left(admin_api, namespace)
+
+    await helpers.eventually(gone, what="the first to be gone", operator=process)
+    # The same manifest again (GitOps, a retried pipeline).
+    await helpers.create(admin_api, manifest)
+    refused = await helpers.eventually(
+        lambda: phase_of("Invalid"), what="the second refused", operator=process
+    )
+    [invalid] = [c for c in refused["conditions"] if c["type"] == "Invalid"]
+    assert invalid["reason"] == "NameInUse" and f"records forget {SLUG} {name}" in invalid["message"]
+    assert first_uid in invalid["message"]
+    assert await worker_pods(admin_api, namespace) == []  # Never launched: no Pod to leak.
+    await asyncio.sleep(3)  # A few resyncs later: still nothing launched, nothing changed.
+    assert await worker_pods(admin_api, namespace) == []
+    assert await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name) == kept
+    events = await helpers.events_for(admin_api, namespace=namespace, name=name)
+    assert any(reason == "NameInUse" for _, reason, _ in events)
+    # Freed, and asked to launch again: it runs its own attempt, with its own records.
+    freed = forget(redis_url, name)
+    assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
+    await helpers.merge_patch(
+        admin_api,
+        namespace=namespace,
+        plural="executions",
+        name=name,
+        body={"metadata": {"annotations": {"relaunch.swarm.agentihooks.io/swarm": "after-forget"}}},
+    )
+    second = await helpers.eventually(
+        lambda: phase_of("Done"), what="the second to be Done", operator=process
+    )
+    assert second["outcome"] == first["outcome"]
+    owner = await helpers.stored(redis_url, slug=SLUG, name="execution-owners", execution=name)
+    second_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    assert owner["uid"] == second_uid != first_uid
+    assert await worker_pods(admin_api, namespace) == []
+    assert json.dumps(await journal_entries(redis_url)) == "{}"

@@ -48,11 +48,16 @@ binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… once into ~/.cac
 	@tests/cluster/build.sh
 
 .PHONY: lint
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, and the CRD drift check
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, the CRD and docs drift checks
 	$(VENV)/bin/ruff check operator tests
 	$(VENV)/bin/ruff format --check operator tests
 	$(VENV)/bin/mypy
 	charts/agentihooks-swarm/hack/check-crds.sh
+	$(PY) -m tests.support.docs --check
+
+.PHONY: docs
+docs: $(STAMP) ## Regenerate the docs' reference pages (CRDs, settings, Helm values, metrics, runbooks' index) from the code
+	$(PY) -m tests.support.docs
 
 .PHONY: manifests
 manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)

@@ -51,12 +51,13 @@ binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… once into ~/.cac
 	@tests/cluster/build.sh
 
 .PHONY: lint
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, the CRD and docs drift checks, mkdocs build --strict
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, the CRD, docs and version drift checks, mkdocs build --strict
 	$(VENV)/bin/ruff check operator tests
 	$(VENV)/bin/ruff format --check operator tests
 	$(VENV)/bin/mypy
 	charts/agentihooks-swarm/hack/check-crds.sh
 	$(PY) -m tests.support.docs --check
+	$(PY) -m tests.support.version --check
 	$(MKDOCS) build --strict --quiet
 
 .PHONY: docs
@@ -66,6 +67,10 @@ docs: $(STAMP) ## Regenerate the docs' reference pages (CRDs, settings, Helm val
 .PHONY: docs-serve
 docs-serve: $(STAMP) ## Serve the documentation site at http://127.0.0.1:8000, rebuilt on each edit
 	$(MKDOCS) serve
+
+.PHONY: version
+version: $(STAMP) ## Write pyproject.toml's version into Chart.yaml (version, appVersion) and the docs' image tags
+	$(PY) -m tests.support.version
 
 .PHONY: manifests
 manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)

@@ -124,7 +124,8 @@ def page() -> str:
         *markdown.generated(source="`charts/agentihooks-swarm/values.schema.json` and `values.yaml`"),
         "The chart's values, with their types from `values.schema.json` (helm refuses a value the schema "
         "does not accept) and their defaults and meaning from `values.yaml`. Set them with `--set` or a "
-        "values file; [Configuration](../configuration.md) says which controller setting each sets.",
+        "values file. The [settings reference](settings.md) names the value that sets each controller "
+        "variable.",
         "",
     ]
     top = [(name, child) for name, child in schema["properties"].items() if not child.get("properties")]
@@ -134,6 +135,6 @@ def page() -> str:
             continue
         lines += [f"## `{section}`", ""]
         if (section,) in notes:
-            lines += [notes[(section,)], ""]
+            lines += [markdown.cell(notes[(section,)]), ""]
         lines += [*_table(list(_leaves(child, (section,))), values=values, notes=notes), ""]
     return "\n".join(lines)

@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CLUSTER := $(PY) -m tests.support.cluster
 PYTEST_ARGS ?=
+# Material for MkDocs prints a notice about its future on every build; the notice is not a warning
+# of this site, so it is turned off for lint's output.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
 NODE ?= kwok
 
 .PHONY: help
@@ -48,11 +51,26 @@ binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… once into ~/.cac
 	@tests/cluster/build.sh
 
 .PHONY: lint
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, and the CRD drift check
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, the CRD, docs and version drift checks, mkdocs build --strict
 	$(VENV)/bin/ruff check operator tests
 	$(VENV)/bin/ruff format --check operator tests
 	$(VENV)/bin/mypy
 	charts/agentihooks-swarm/hack/check-crds.sh
+	$(PY) -m tests.support.docs --check
+	$(PY) -m tests.support.version --check
+	$(MKDOCS) build --strict --quiet
+
+.PHONY: docs
+docs: $(STAMP) ## Regenerate the docs' reference pages (CRDs, settings, Helm values, metrics, runbooks' index) from the code
+	$(PY) -m tests.support.docs
+
+.PHONY: docs-serve
+docs-serve: $(STAMP) ## Serve the documentation site at http://127.0.0.1:8000, rebuilt on each edit
+	$(MKDOCS) serve
+
+.PHONY: version
+version: $(STAMP) ## Write pyproject.toml's version into Chart.yaml (version, appVersion) and the docs' image tags
+	$(PY) -m tests.support.version
 
 .PHONY: manifests
 manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)
@@ -99,4 +117,4 @@ bench-history: $(STAMP) system-deps binaries ## Memory against history: 2,000 in
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

@@ -95,16 +95,16 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ),
     ("B", f"POST {_POD}"): "the launch creates the worker Pod",
     ("A", "POST /api/v1/namespaces/{ns}/events"): (
-        "the README's Events: the launch's one Event (StartupRefused with the capture: it names the "
-        "refusal and quotes the captured log line; HandRefused in the baseline, which captures "
-        "nothing), CleanupFinished (posted by the pass)"
+        "the Execution's Events (docs/concepts.md): the launch's one Event (StartupRefused with the "
+        "capture: it names the refusal and quotes the captured log line; HandRefused in the baseline, "
+        "which captures nothing), CleanupFinished (posted by the pass)"
     ),
     (
         "B",
         "POST /api/v1/namespaces/{ns}/events",
     ): (
-        "the README's Events: Handed (kopf's event queue), AttemptFinal and CleanupFinished (posted "
-        "by the pass)"
+        "the Execution's Events (docs/concepts.md): Handed (kopf's event queue), AttemptFinal and "
+        "CleanupFinished (posted by the pass)"
     ),
 }
 

@@ -1,6 +1,7 @@
 """The chart's alerts and dashboard: ``promtool check rules`` and ``promtool test rules`` (one unit
-test per alert, in ``tests/alerts/alerts_test.yaml``), the metrics they read exist, and the chart
-ships both behind values. promtool comes from Debian's ``prometheus`` package (``make system-deps``).
+test per alert, in ``tests/alerts/alerts_test.yaml``), the metrics they read exist, each alert has a
+runbook and a ``runbook_url`` to it, and the chart ships both behind values. promtool comes from
+Debian's ``prometheus`` package (``make system-deps``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 import yaml
 
 from agentihooks_swarm import metrics
-from tests.chart.conftest import CHART_DIR, REPO_ROOT, Chart
+from tests.chart.conftest import CHART_DIR, REPO_ROOT, Chart, RenderError
+from tests.support.docs import runbooks
 
 RULES: Final = CHART_DIR / "files" / "alerts.yaml"
 DASHBOARD: Final = CHART_DIR / "files" / "dashboard.json"
@@ -85,6 +87,29 @@ def test_the_alerts_the_issue_asks_for() -> None:
     for alert in alerts():
         assert alert["labels"]["severity"] in {"critical", "warning", "info"}
         assert alert["annotations"]["summary"] and alert["annotations"]["description"]
+
+
+def test_every_alert_has_a_runbook_page_and_a_runbook_url_to_it() -> None:
+    for alert in alerts():
+        name = alert["alert"]
+        assert (REPO_ROOT / "docs" / "runbooks" / f"{name}.md").is_file(), (
+            f"{name}: no docs/runbooks/{name}.md"
+        )
+        assert alert["annotations"].get("runbook_url") == runbooks.url(name), f"{name}: runbook_url"
+    assert runbooks.problems() == []
+
+
+def test_the_chart_points_runbook_urls_at_the_configured_base(chart: Chart) -> None:
+    values = {
+        "metrics": {"prometheusRule": {"enabled": True, "runbookBaseUrl": "https://ops.example.com/rb"}}
+    }
+    rule = chart.render(values).one("PrometheusRule", "rel-alerts")
+    rendered = [r for group in rule["spec"]["groups"] for r in group["rules"] if "alert" in r]
+    assert [r["alert"] for r in rendered] == [a["alert"] for a in alerts()]
+    for alert in rendered:
+        assert alert["annotations"]["runbook_url"] == f"https://ops.example.com/rb/{alert['alert']}/"
+    with pytest.raises(RenderError, match="runbookBaseUrl"):
+        chart.render({"metrics": {"prometheusRule": {"enabled": True, "runbookBaseUrl": "runbooks/"}}})
 
 
 def test_alerts_and_dashboard_read_only_metrics_the_operator_exports() -> None:

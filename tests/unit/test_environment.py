@@ -5,13 +5,13 @@ Two checks, so a new read cannot slip past either:
 * every place in ``operator/agentihooks_swarm`` that touches the environment (``os.environ``,
   ``os.getenv``, ``environ``, and the standard-library calls known to read it) is found in the
   source, and each names a documented variable — or is ``Settings.from_env``, whose variables are
-  its fields, each of which must be a row of the README's Configuration table (and each row a
-  field);
+  its fields, each of which must be a row of the settings reference (``docs/reference/settings.md``,
+  generated from the model; and each row a field);
 * the package's modules are imported and its environment-reading entry points run in a child
   process whose ``os.environ`` records every key read from the package's own code.
 
-The documented variables are the README's: the Configuration table, the worker's table, and the
-standard variables named under the Configuration table.
+The documented variables are the settings reference's table, and in ``docs/configuration.md`` the
+worker Pod's table and the standard variables named under "What else the controller reads".
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 from agentihooks_swarm import settings
 
 REPO = Path(__file__).resolve().parents[2]
+SETTINGS_PAGE = REPO / "docs" / "reference" / "settings.md"
+CONFIGURATION_PAGE = REPO / "docs" / "configuration.md"
 PACKAGE = REPO / "operator" / "agentihooks_swarm"
 #: Standard-library calls that read the environment, and what they read.
 INDIRECT = {
@@ -35,8 +37,8 @@ INDIRECT = {
 }
 
 
-def _section(title: str) -> str:
-    text = (REPO / "README.md").read_text()
+def _section(title: str, *, page: Path = CONFIGURATION_PAGE) -> str:
+    text = page.read_text()
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
@@ -47,9 +49,12 @@ def _table_variables(section: str) -> set[str]:
 
 
 def documented() -> set[str]:
-    configuration = _section("Configuration")
-    named = set(re.findall(r"`([A-Z][A-Z_]+)`", configuration))
-    return named | _table_variables(_section("The worker's half"))
+    named = set(re.findall(r"`([A-Z][A-Z_]+)`", _section("What else the controller reads")))
+    return (
+        named
+        | _table_variables(SETTINGS_PAGE.read_text())
+        | _table_variables(_section("The worker Pod's environment"))
+    )
 
 
 def _reads(tree: ast.AST) -> list[tuple[int, str, str | None]]:
@@ -94,9 +99,9 @@ def _enclosing_function(tree: ast.AST, line: int) -> str:
     return best
 
 
-def test_every_setting_is_a_row_of_the_configuration_table() -> None:
+def test_every_setting_is_a_row_of_the_settings_reference() -> None:
     fields = {settings.PREFIX + name.upper() for name in settings.Settings.model_fields}
-    assert fields == _table_variables(_section("Configuration"))
+    assert fields == _table_variables(SETTINGS_PAGE.read_text())
 
 
 def test_the_package_source_reads_only_documented_variables() -> None:

@@ -1,0 +1,31 @@
+"""``python -m tests.support.docs [--check]``: write the generated documentation pages, or check them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tests.support import docs
+from tests.support.docs import runbooks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.docs", description=__doc__)
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; fail when a page is stale or a runbook is missing",
+    )
+    args = parser.parse_args(argv)
+    problems = docs.stale() if args.check else []
+    if not args.check:
+        for path in docs.write():
+            print(f"docs: wrote {path}")
+    problems += runbooks.problems()
+    for problem in problems:
+        print(f"docs: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

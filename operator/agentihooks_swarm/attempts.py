@@ -41,6 +41,9 @@ async def advance(
     stored = await store.read_attempt(slug=attempt.slug, execution=attempt.execution)
     retained = stored.retained
     if retained is not None:
+        if stored.journal is not None:
+            guard.check(before="removing a journal entry left beside the retained record")
+            await store.clear_journal(slug=attempt.slug, execution=attempt.execution)
         return _finished(stored=stored, retained=retained)
     seen: dict[str, dict[str, Any]] = {}
     final = stored.final

@@ -343,9 +343,8 @@ async def _remove_at_launch(
     guard: model.Guard,
     refused: str | None,
 ) -> Removal:
-    client = runtime.pods
     try:
-        pod = await client.read(namespace=attempt.namespace, name=attempt.pod_name)
+        pod = await runtime.pods.read(namespace=attempt.namespace, name=attempt.pod_name)
     except errors.ApiError as e:
         return Removal(removed=False, why=f"the pod could not be re-read: {e}")
     if pod is None:
@@ -363,72 +362,92 @@ async def _remove_at_launch(
         runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
         runtime.metrics.captures.labels(path="launch", result="kept").inc()
         return Removal(removed=False, why=f"its log could not be read: {e}")
-    announced = False
     if capture is not None:
-        if runtime.recorder is None:
-            runtime.metrics.captures.labels(path="launch", result="kept").inc()
-            return Removal(removed=False, why="it was refused and there is no recorder", capture=capture)
-        record = records.StartupRecord(
-            pod=attempt.pod_name,
-            uid=uid,
-            labels={k: v for k, v in (metadata.get("labels") or {}).items() if k in attempt.labels},
-            startup=capture,
+        kept = await _store(
+            runtime=runtime,
+            attempt=attempt,
+            pod=pod,
+            capture=capture,
+            notify=notify,
+            guard=guard,
+            refused=refused,
         )
-        guard.check(before="storing the launch capture")
-        try:
-            stored = await runtime.recorder.record_startup(
-                slug=attempt.slug, execution=attempt.execution, record=record
-            )
-        except errors.StoreUnavailable as e:
-            runtime.metrics.captures.labels(path="launch", result="kept").inc()
-            runtime.metrics.store_failures.labels(path="launch").inc()
-            return Removal(removed=False, why=f"its capture could not be stored: {e}", capture=capture)
-        if stored.uid != uid:
-            # The first capture of an execution wins (HSETNX), and it is another Pod's (an earlier
-            # launch of this execution): this Pod's evidence is not stored, so it stays for final
-            # cleanup, which keeps its capture in the journal and then in attempt-retained.
-            runtime.metrics.captures.labels(path="launch", result="kept").inc()
-            return Removal(
-                removed=False,
-                why=f"the launch record holds the first capture, pod uid {stored.uid}'s; "
-                "final cleanup captures this pod",
-                capture=capture,
-            )
-        runtime.metrics.captures.labels(path="launch", result="stored").inc()
-        metrics.count_capture(runtime.metrics, path="launch", capture=capture)
-        hand = f" (the hand was refused: {refused})" if refused is not None else ""
-        notify.warning(
-            reason="StartupRefused", message=f"Worker pod {attempt.pod_name}{hand}: {describe(capture)}"
-        )
-        announced = True
+        if kept is not None:
+            return kept
     guard.check(before=f"deleting pod {attempt.pod_name}")
+    removal = await _delete(runtime=runtime, attempt=attempt, uid=uid)
+    return dataclasses.replace(removal, capture=capture, announced=capture is not None)
+
+
+async def _store(
+    *,
+    runtime: model.Runtime,
+    attempt: model.Attempt,
+    pod: dict[str, Any],
+    capture: records.StartupCapture,
+    notify: events.Events,
+    guard: model.Guard,
+    refused: str | None,
+) -> Removal | None:
+    """Store a refused Pod's capture (``HSETNX``); None when it is stored, else why the Pod stays."""
+    if runtime.recorder is None:
+        runtime.metrics.captures.labels(path="launch", result="kept").inc()
+        return Removal(removed=False, why="it was refused and there is no recorder", capture=capture)
+    metadata = pod.get("metadata") or {}
+    uid = str(metadata.get("uid"))
+    record = records.StartupRecord(
+        pod=attempt.pod_name,
+        uid=uid,
+        labels={k: v for k, v in (metadata.get("labels") or {}).items() if k in attempt.labels},
+        startup=capture,
+    )
+    guard.check(before="storing the launch capture")
+    try:
+        stored = await runtime.recorder.record_startup(
+            slug=attempt.slug, execution=attempt.execution, record=record
+        )
+    except errors.StoreUnavailable as e:
+        runtime.metrics.captures.labels(path="launch", result="kept").inc()
+        runtime.metrics.store_failures.labels(path="launch").inc()
+        return Removal(removed=False, why=f"its capture could not be stored: {e}", capture=capture)
+    if stored.uid != uid:
+        # The first capture of an execution wins (HSETNX), and it is another Pod's (an earlier
+        # launch of this execution): this Pod's evidence is not stored, so it stays for final
+        # cleanup, which keeps its capture in the journal and then in attempt-retained.
+        runtime.metrics.captures.labels(path="launch", result="kept").inc()
+        return Removal(
+            removed=False,
+            why=f"the launch record holds the first capture, pod uid {stored.uid}'s; final cleanup "
+            "captures this pod",
+            capture=capture,
+        )
+    runtime.metrics.captures.labels(path="launch", result="stored").inc()
+    metrics.count_capture(runtime.metrics, path="launch", capture=capture)
+    hand = f" (the hand was refused: {refused})" if refused is not None else ""
+    notify.warning(
+        reason="StartupRefused", message=f"Worker pod {attempt.pod_name}{hand}: {describe(capture)}"
+    )
+    return None
+
+
+async def _delete(*, runtime: model.Runtime, attempt: model.Attempt, uid: str) -> Removal:
+    """Delete the Pod by its pinned UID; a 404 is believed only when a list agrees."""
+    client = runtime.pods
     try:
         await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
     except errors.NotFound:
-        try:  # A 404 is believed only when a list agrees: "removed" must not be a guess.
+        try:
             listed = await client.still_listed(
                 plural="pods", namespace=attempt.namespace, name=attempt.pod_name, uid=uid
             )
         except errors.ApiError as e:
-            return Removal(
-                removed=False,
-                why=f"the delete answered 404 and the list failed: {e}",
-                capture=capture,
-                announced=announced,
-            )
+            return Removal(removed=False, why=f"the delete answered 404 and the list failed: {e}")
         if listed:
-            return Removal(
-                removed=False,
-                why="the delete answered 404 but the pod is still listed",
-                capture=capture,
-                announced=announced,
-            )
-        return Removal(
-            removed=True, why="the pod was gone before the delete", capture=capture, announced=announced
-        )
+            return Removal(removed=False, why="the delete answered 404 but the pod is still listed")
+        return Removal(removed=True, why="the pod was gone before the delete")
     except errors.ApiError as e:
-        return Removal(removed=False, why=f"the delete failed: {e}", capture=capture, announced=announced)
-    return Removal(removed=True, why="deleted", capture=capture, announced=announced)
+        return Removal(removed=False, why=f"the delete failed: {e}")
+    return Removal(removed=True, why="deleted")
 
 
 async def launch(

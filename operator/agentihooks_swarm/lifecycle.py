@@ -124,6 +124,9 @@ class Lifecycle:
 
     async def _act(self, work: _Work) -> None:
         tracked = work.tracked
+        if tracked.status.get("phase") == Phase.DONE:  # Deleted (or still held) once Done: let it go.
+            work.release = work.settled = True
+            return
         hand = tracked.hand()
         if hand is not None and _unrecorded(tracked.status):
             await self._record_hand(work, hand)
@@ -387,7 +390,7 @@ class Lifecycle:
             return None
         self.guard.check(before=f"removing the finalizer of {tracked.name}")
         try:
-            return await self.runtime.pods.patch_custom(
+            released = await self.runtime.pods.patch_custom(
                 namespace=tracked.namespace,
                 plural="executions",
                 name=tracked.name,
@@ -406,6 +409,13 @@ class Lifecycle:
             work.settled = False
             work.retry_after = CONFLICT_RETRY
             return None
+        logger.info(
+            "Execution %s/%s released: finalizers %s removed.",
+            tracked.namespace,
+            tracked.name,
+            ", ".join(sorted(set(current) - set(remaining))),
+        )
+        return released
 
 
 def _unrecorded(status: Mapping[str, Any]) -> bool:

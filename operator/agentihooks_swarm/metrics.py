@@ -32,6 +32,12 @@ def count_capture(metrics: Metrics, *, path: str, capture: records.StartupCaptur
 class Metrics:
     def __init__(self, *, registry: prometheus_client.CollectorRegistry | None = None) -> None:
         self.registry = registry or prometheus_client.CollectorRegistry()
+        self._captures()
+        self._cleanup()
+        self._operator()
+
+    def _captures(self) -> None:
+        """What the captures found, and how their reads went."""
         self.captures = prometheus_client.Counter(
             "agentihooks_swarm_captures",
             "Startup captures of refused worker Pods, by deletion path and result.",
@@ -47,6 +53,8 @@ class Metrics:
         self.pods_removed = prometheus_client.Counter(
             "agentihooks_swarm_pods_removed",
             "Worker Pods handled by a deletion path, by outcome.",
+            # path: launch|cleanup; outcome: removed|kept (launch), deleted|absent|absent_after_send|
+            # replaced|unselected (cleanup)
             ["path", "outcome"],
             registry=self.registry,
         )
@@ -59,7 +67,7 @@ class Metrics:
         self.events_read_failures = prometheus_client.Counter(
             "agentihooks_swarm_events_read_failures",
             "Failed reads of a Pod's Events for a capture (the capture has no events field), by cause.",
-            ["path", "cause"],  # cause: refused|unavailable|timeout
+            ["path", "cause"],  # cause: refused|node_unreachable|unavailable|timeout
             registry=self.registry,
         )
         self.log_rereads = prometheus_client.Counter(
@@ -80,6 +88,9 @@ class Metrics:
             "1 while the index of the Pods' Events is in sync with the API server (its watch runs).",
             registry=self.registry,
         )
+
+    def _cleanup(self) -> None:
+        """What the deletion paths did, and Redis under them."""
         self.startup_deadlines = prometheus_client.Counter(
             "agentihooks_swarm_startup_deadlines",
             "Worker Pods past their startup deadline, by what the operator did.",
@@ -89,19 +100,19 @@ class Metrics:
         self.store_failures = prometheus_client.Counter(
             "agentihooks_swarm_store_failures",
             "Redis writes that failed, so a refused Pod was kept (launch) or a pass retried (cleanup).",
-            ["path"],
+            ["path"],  # launch|cleanup
             registry=self.registry,
         )
         self.cleanup_failures = prometheus_client.Counter(
             "agentihooks_swarm_cleanup_pass_failures",
             "Cleanup passes that stopped early and will be retried, by error type.",
-            ["error"],
+            ["error"],  # PassFailed|ApiUnavailable|ApiTimeout|ApiRefused|StoreUnavailable|StaleWrite|…
             registry=self.registry,
         )
         self.hands = prometheus_client.Counter(
             "agentihooks_swarm_hands",
             "Hands of a grant to a worker Pod, by result reason ('handed' when it worked).",
-            ["reason"],
+            ["reason"],  # handed, or records.HandReason: project_unpermitted|config_map_exists|…
             registry=self.registry,
         )
 
@@ -123,23 +134,26 @@ class Metrics:
             registry=self.registry,
         )
 
+    def _operator(self) -> None:
+        """The operator's own machinery: its tasks, its steps, its queue."""
         self.task_restarts = prometheus_client.Counter(
             "agentihooks_swarm_task_restarts",
             "Background tasks that failed unexpectedly and were started again (or given up), by task.",
+            # task: leadership|watch executions|watch pod events|steps|resync|expiry|retention|kopf
             ["task"],
             registry=self.registry,
         )
         self.task_up = prometheus_client.Gauge(
             "agentihooks_swarm_task_up",
             "1 while a background task runs; 0 while it waits to restart, or after it was given up.",
-            ["task"],
+            ["task"],  # as task_restarts
             registry=self.registry,
         )
         self.steps = prometheus_client.Counter(
             "agentihooks_swarm_steps",
-            "Steps of the Executions' lifecycle, by result (progress: moved on or waiting; done: "
-            "cleanup finished; retry: failed for a reason that may pass; error: failed unexpectedly).",
-            ["result"],
+            "Steps of the Executions' lifecycle, by result (done: nothing more to do; progress: moved "
+            "on, waiting, or stopped early for a reason that may pass; error: failed unexpectedly).",
+            ["result"],  # done|progress|error
             registry=self.registry,
         )
         self.queue_depth = prometheus_client.Gauge(

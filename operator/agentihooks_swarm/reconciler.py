@@ -37,6 +37,10 @@ class Reconciler:
     holds: Callable[[], bool]
     interval: float
     workers: int = WORKERS
+    #: The Executions queued by the last resync that have not been stepped since, and when it was.
+    _round: set[str] = dataclasses.field(default_factory=set)
+    _round_began: float = 0.0
+    _round_size: int = 0
 
     async def work(self) -> None:
         """Run the workers until cancelled (a supervised task: a worker's failure restarts all)."""
@@ -51,6 +55,7 @@ class Reconciler:
                 await self.step(uid)
             finally:
                 self.queue.done(uid)
+                self._stepped(uid)
 
     async def step(self, uid: str) -> lifecycle_.Step | None:
         """One step of the Execution with this UID, if this replica leads and it still needs one."""
@@ -80,9 +85,24 @@ class Reconciler:
         self.metrics.steps.labels(result="done" if step.settled else "progress").inc()
         return step
 
+    def _stepped(self, uid: str) -> None:
+        if uid not in self._round:
+            return
+        self._round.discard(uid)
+        if not self._round:
+            logger.info(
+                "A pass over %d executions in flight done in %.1fs.",
+                self._round_size,
+                asyncio.get_running_loop().time() - self._round_began,
+            )
+
     def resync_now(self) -> None:
         """Queue every Execution that needs a step (and is not deferred)."""
-        for uid in self.table.due():
+        due = self.table.due()
+        if not self._round and due:  # A new round once the last one is over (it says how long).
+            self._round, self._round_size = set(due), len(due)
+            self._round_began = asyncio.get_running_loop().time()
+        for uid in due:
             self.queue.add(uid)
         self.metrics.queue_depth.set(len(self.queue))
         self.metrics.executions_tracked.set(len(self.table))

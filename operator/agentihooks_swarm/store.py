@@ -60,8 +60,12 @@ RETENTION_INDEX: Final = "retention-index"
 OWNERS: Final = "execution-owners"
 #: The hashes the retention sweep removes an execution from (never the journal).
 SWEPT: Final = (STARTUP_DIAGNOSTICS, HANDS, FINALS, HEARTBEATS, OUTCOMES, RETAINED, OWNERS)
-#: Every hash that holds a record of an execution: a name with any of them has been used.
+#: Every hash that holds a record of an execution.
 RECORDS: Final = (*SWEPT, JOURNAL)
+#: The records only the operator writes, after the claim: a name with any of them (and no owner)
+#: was used by an Execution of an earlier version. A worker's heartbeat or outcome is not one:
+#: it reports for the attempt it was launched for, and only after that launch.
+LAUNCHED: Final = (STARTUP_DIAGNOSTICS, HANDS, FINALS, RETAINED, JOURNAL)
 #: Executions one sweep script call looks at, at most.
 SWEEP_BATCH: Final = 200
 
@@ -81,13 +85,17 @@ end
 
 #: KEYS: journal, retained. ARGV: execution, the new entry. A journal entry is created once, and
 #: never once the execution is retained (a step that read "no journal" before another retained it
-#: must not leave a new entry behind). Returns {'pinned'}, {'journal', entry} or {'retained', record}.
+#: must not leave a new entry behind; one left beside the retained record by a retain that failed
+#: after its write goes). Returns {'pinned'}, {'journal', entry} or {'retained', record}.
 _PIN: Final = """
 local retained = redis.call('HGET', KEYS[2], ARGV[1])
-if retained then return {'retained', retained} end
+if retained then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return {'retained', retained}
+end
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 if existing then return {'journal', existing} end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 return {'pinned'}
 """
 
@@ -104,7 +112,10 @@ return 1
 """
 )
 
-#: The journal→retained move: one script, so it is atomic, and legal on a cluster (one slot).
+#: The journal→retained move: one script, so no other command comes between its steps; legal on
+#: a cluster (one slot). A script that fails midway keeps what it wrote before (Redis has no
+#: rollback), so the evidence is written first and the journal entry goes last: at worst both
+#: are there, and :meth:`AsyncStore.clear_journal` removes the entry later.
 #: KEYS: retained, journal, index. ARGV: execution, the retained record, now, the journal version
 #: the writer read. The first retain wins: {0, stored} when one is there already; {-1} when the
 #: journal changed (or went) since it was read; {1} when this one is stored.
@@ -116,13 +127,20 @@ if stored then return {0, stored} end
 local current = redis.call('HGET', KEYS[2], ARGV[1])
 if not current or version_of(current) ~= tonumber(ARGV[4]) then return {-1} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
 return {1}
 """
 )
 
-#: KEYS: owners, index, then every other hash of RECORDS. ARGV: execution, the claim, now.
+#: KEYS: journal, retained. ARGV: execution. A journal entry left beside a retained record (a retain
+#: that failed after its write) goes; an entry of a cleanup in progress is never touched.
+_CLEAR_JOURNAL: Final = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return 0 end
+return redis.call('HDEL', KEYS[1], ARGV[1])
+"""
+
+#: KEYS: owners, index, then every hash of LAUNCHED. ARGV: execution, the claim, now.
 #: Returns the owner's record: the claim when it is stored now, an earlier one, or '' when the
 #: name has records without an owner (written before owners existed).
 _CLAIM: Final = """
@@ -583,6 +601,14 @@ class AsyncStore:
             )
         return retained
 
+    async def clear_journal(self, *, slug: str, execution: str) -> bool:
+        """Remove a journal entry left beside the execution's retained record; whether one was."""
+        with _translated():
+            removed = await self.redis.eval(
+                _CLEAR_JOURNAL, 2, self.key(slug, JOURNAL), self.key(slug, RETAINED), execution
+            )
+        return bool(removed)
+
     # --- owners -----------------------------------------------------------------------------------
 
     async def owner(self, *, slug: str, execution: str) -> records.Owner | None:
@@ -598,7 +624,7 @@ class AsyncStore:
         Execution's, or None when the name has records an older version wrote without an owner.
         """
         keys = [self.key(slug, OWNERS), self._index(slug)]
-        keys += [self.key(slug, name) for name in RECORDS if name != OWNERS]
+        keys += [self.key(slug, name) for name in LAUNCHED]
         with _translated():
             raw = await self.redis.eval(
                 _CLAIM, len(keys), *keys, execution, records.dump(owner), self._clock()

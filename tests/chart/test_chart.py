@@ -39,7 +39,6 @@ WORKER_RULES: Final = {
         for sub in ("swarms/status", "executions/status")
         for verb in ("get", "patch")
     },
-    *{("kopf.dev", "kopfpeerings", verb, "*") for verb in ("get", "list", "watch", "patch")},
 }
 LEADER_RULES: Final = {
     ("coordination.k8s.io", "leases", "create", "*"),
@@ -50,9 +49,6 @@ CRD_RULES: Final = {
     ("apiextensions.k8s.io", "customresourcedefinitions", v, "*") for v in ("get", "list", "watch")
 }
 NAMESPACE_RULES: Final = {("", "namespaces", "list", "*"), ("", "namespaces", "watch", "*")}
-CLUSTER_PEERING_RULES: Final = {
-    ("kopf.dev", "clusterkopfpeerings", v, "*") for v in ("get", "list", "watch", "patch")
-}
 
 EXTERNAL: Final = {
     "redis": {
@@ -89,7 +85,6 @@ def test_default_objects(chart: Chart) -> None:
         ("RoleBinding", "rel-controller-leader"),
         ("ClusterRole", "rel-ns-controller"),
         ("ClusterRoleBinding", "rel-ns-controller"),
-        ("KopfPeering", "rel"),
         ("Secret", "rel-redis"),
         ("Service", "rel-redis"),
         ("StatefulSet", "rel-redis"),
@@ -98,7 +93,7 @@ def test_default_objects(chart: Chart) -> None:
     assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE}
 
 
-def test_controller_runs_kopf_namespaced_with_peering_and_liveness(chart: Chart) -> None:
+def test_controller_runs_namespaced_with_its_probes(chart: Chart) -> None:
     rendered = chart.render()
     deployment = rendered.one("Deployment", "rel-controller")
     assert deployment["spec"]["replicas"] == 1
@@ -109,17 +104,14 @@ def test_controller_runs_kopf_namespaced_with_peering_and_liveness(chart: Chart)
     assert container["args"] == [
         "run",
         "--namespace=ns",
-        "--peering=rel",
         "--liveness=http://0.0.0.0:8080/healthz",
         "--log-format=full",
     ]
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080, "metrics": 9090}
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert pod_spec(deployment)["serviceAccountName"] == "rel-controller"
-    peering = rendered.one("KopfPeering", "rel")
-    assert peering["apiVersion"] == "kopf.dev/v1"
-    assert peering["metadata"]["namespace"] == NAMESPACE
+    assert not [o for o in rendered.objects if o["apiVersion"].startswith("kopf.dev/")]
 
 
 def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
@@ -415,34 +407,31 @@ def test_external_redis_needs_a_url(chart: Chart) -> None:
         chart.render({"redis": {"mode": "external"}})
 
 
-def test_two_replicas_share_one_peering(chart: Chart) -> None:
+def test_two_replicas_share_one_lease_and_no_kopf_peering(chart: Chart) -> None:
     rendered = chart.render({"replicas": 2})
     assert rendered.one("Deployment", "rel-controller")["spec"]["replicas"] == 2
-    assert "--peering=rel" in rendered.controller()["args"]
-    assert rendered.find("KopfPeering", "rel") is not None
+    assert not [a for a in rendered.controller()["args"] if a.startswith(("--peering", "--standalone"))]
     assert rules(rendered.one("Role", "rel-controller")) == WORKER_RULES
+    assert rules(rendered.one("Role", "rel-controller-leader")) == LEADER_RULES
 
 
-def test_peering_off_runs_standalone(chart: Chart) -> None:
-    rendered = chart.render({"peering": {"enabled": False}})
-    assert "--standalone" in rendered.controller()["args"]
-    assert not rendered.of("KopfPeering")
-    assert not {r for r in rules(rendered.one("Role", "rel-controller")) if r[0] == "kopf.dev"}
+def test_the_peering_value_of_earlier_versions_is_refused_with_its_name(chart: Chart) -> None:
+    with pytest.raises(RenderError, match="peering"):
+        chart.render({"peering": {"enabled": True}})
 
 
 def test_all_namespaces(chart: Chart) -> None:
     rendered = chart.render({"watch": {"allNamespaces": True}})
-    assert rendered.controller()["args"][:3] == ["run", "--all-namespaces", "--peering=rel"]
+    assert rendered.controller()["args"][:3] == [
+        "run",
+        "--all-namespaces",
+        "--liveness=http://0.0.0.0:8080/healthz",
+    ]
     assert "AGENTIHOOKS_SWARM_NAMESPACE" not in rendered.env()
     assert rendered.find("Role", "rel-controller") is None
     assert rendered.find("RoleBinding", "rel-controller") is None
     assert rules(rendered.one("Role", "rel-controller-leader")) == LEADER_RULES
-    namespaced_peering = {r for r in WORKER_RULES if r[1] == "kopfpeerings"}
-    assert rules(rendered.one("ClusterRole", "rel-ns-controller")) == (
-        CRD_RULES | CLUSTER_PEERING_RULES | (WORKER_RULES - namespaced_peering)
-    )
-    assert rendered.one("ClusterKopfPeering", "rel")["apiVersion"] == "kopf.dev/v1"
-    assert not rendered.of("KopfPeering")
+    assert rules(rendered.one("ClusterRole", "rel-ns-controller")) == CRD_RULES | WORKER_RULES
 
 
 def test_other_worker_namespace(chart: Chart) -> None:
@@ -454,7 +443,6 @@ def test_other_worker_namespace(chart: Chart) -> None:
         assert rendered.one(kind, "rel-controller")["metadata"]["namespace"] == "workers"
         assert rendered.one(kind, "rel-controller-leader")["metadata"]["namespace"] == NAMESPACE
     assert rendered.one("RoleBinding", "rel-controller")["subjects"][0]["namespace"] == NAMESPACE
-    assert rendered.one("KopfPeering", "rel")["metadata"]["namespace"] == "workers"
 
 
 def test_metrics_service_and_service_monitor(chart: Chart) -> None:
@@ -535,23 +523,13 @@ def test_notes_print_the_read_command(chart: Chart) -> None:
     assert '"attempt-retained"' in notes and '"cleanup-journal"' in notes
 
 
-def test_crds_are_the_manifests_copies_plus_kopf_peering(chart: Chart) -> None:
+def test_crds_are_the_manifests_copies(chart: Chart) -> None:
     check = subprocess.run(
         [str(CHART_DIR / "hack" / "check-crds.sh")], capture_output=True, text=True, check=False
     )
     assert check.returncode == 0, check.stdout + check.stderr
     crds = {o["metadata"]["name"]: o for o in chart.render(crds=True).of("CustomResourceDefinition")}
-    assert set(crds) == {
-        "executions.swarm.agentihooks.io",
-        "swarms.swarm.agentihooks.io",
-        "kopfpeerings.kopf.dev",
-        "clusterkopfpeerings.kopf.dev",
-    }
-    assert crds["kopfpeerings.kopf.dev"]["spec"]["scope"] == "Namespaced"
-    assert crds["clusterkopfpeerings.kopf.dev"]["spec"]["scope"] == "Cluster"
-    for name in ("kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"):
-        (version,) = crds[name]["spec"]["versions"]
-        assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
+    assert set(crds) == {"executions.swarm.agentihooks.io", "swarms.swarm.agentihooks.io"}
 
 
 def test_plain_rbac_manifests_grant_what_the_chart_grants(helm: Any, tmp_path: Any) -> None:

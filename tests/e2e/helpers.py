@@ -107,11 +107,19 @@ def loads(raw: str | bytes | None) -> Any:
 
 
 async def merge_patch(
-    api: client.ApiClient, *, namespace: str, plural: str, name: str, body: dict[str, Any]
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    plural: str,
+    name: str,
+    body: dict[str, Any],
+    status: bool = False,
 ) -> dict[str, Any]:
-    """A JSON merge patch of a custom object (kubernetes-asyncio sends a JSON patch by default)."""
+    """A JSON merge patch of a custom object, or of its status (kubernetes-asyncio sends a JSON
+    patch by default)."""
     custom: Any = client.CustomObjectsApi(api)
-    found: dict[str, Any] = await custom.patch_namespaced_custom_object(
+    patch = custom.patch_namespaced_custom_object_status if status else custom.patch_namespaced_custom_object
+    found: dict[str, Any] = await patch(
         "swarm.agentihooks.io",
         "v1alpha1",
         namespace,

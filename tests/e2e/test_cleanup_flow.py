@@ -297,16 +297,9 @@ async def test_two_replicas_capture_and_delete_once(
 ) -> None:
     proxy = threaded_fault_proxy
     kubeconfig = proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-    # As the chart runs them: kopf peering on, the Lease deciding which replica's handlers run.
-    await client.CustomObjectsApi(admin_api).create_namespaced_custom_object(
-        "kopf.dev",
-        "v1",
-        namespace,
-        "kopfpeerings",
-        {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "pair"}},
-    )
-    first = operator(kubeconfig=kubeconfig, namespace=namespace, peering="pair")
-    second = operator(kubeconfig=kubeconfig, namespace=namespace, peering="pair")
+    # As the chart runs them: two replicas, the Lease deciding which one steps the Executions.
+    first = operator(kubeconfig=kubeconfig, namespace=namespace)
+    second = operator(kubeconfig=kubeconfig, namespace=namespace)
     slug = "pair"
     executions = [f"pair-{i}" for i in range(4)]
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=78, reason="Error", run_for="1s")
@@ -335,7 +328,6 @@ async def test_two_replicas_capture_and_delete_once(
     leaders = [p for p in (first, second) if "now holds the lease" in p.log()]
     assert len(leaders) == 1
     [standby] = [p for p in (first, second) if p not in leaders]
-    # kopf peering held the standby's Execution watch paused; only the leader resumed.
-    assert "Pausing the watch-stream for executions" in standby.log()
-    assert "Resuming operations" not in standby.log()
-    assert "Resuming operations" in leaders[0].log()
+    # The standby watched (its view is ready for a takeover) and stepped nothing.
+    assert "Listed" in standby.log() and "Cleanup of" not in standby.log()
+    assert "Cleanup of" in leaders[0].log()

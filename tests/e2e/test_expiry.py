@@ -178,7 +178,7 @@ async def test_without_a_ttl_done_executions_stay_and_deleting_one_is_not_blocke
     await _done(admin_api, namespace, "forever", process)
     await asyncio.sleep(2)
     body = await helpers.execution(admin_api, namespace=namespace, name="forever")
-    assert body["metadata"]["finalizers"]  # kopf's, added while it was in flight.
+    assert not body["metadata"].get("finalizers")  # The operator's went when its cleanup was done.
 
     await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
         "swarm.agentihooks.io", "v1alpha1", namespace, "executions", "forever"
@@ -188,9 +188,42 @@ async def test_without_a_ttl_done_executions_stay_and_deleting_one_is_not_blocke
         what="the deleted Done Execution to go",
         operator=process,
     )
-    # The Execution is gone the moment the finalizer's PATCH lands; the log line follows it.
+
+
+async def test_a_done_execution_of_an_earlier_version_goes_without_its_kopf_finalizer(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+) -> None:
+    """An earlier version ran the delete handler in kopf: its Done Executions still carry kopf's
+    finalizer, which no kopf removes now. Deleting one still goes through."""
+    kopf_finalizer = "kopf.zalando.org/KopfFinalizerMarker"
+    manifest = builders.execution(name="older", namespace=namespace, swarm=SLUG, project="elsewhere")
+    manifest["metadata"]["finalizers"] = [kopf_finalizer]
+    await helpers.create(admin_api, manifest)
+    await helpers.merge_patch(
+        admin_api,
+        namespace=namespace,
+        plural="executions",
+        name="older",
+        body={
+            "status": {
+                "phase": "Done",
+                "attempt": 1,
+                "pod": "swarm-worker-older-1",
+                "hand": {"handed": False},
+            }
+        },
+        status=True,
+    )
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", namespace, "executions", "older"
+    )
+    await helpers.eventually(lambda: _gone(admin_api, namespace, "older"), what="it to go", operator=process)
     await helpers.eventually(
-        lambda: _logged(process, "kopf's finalizer removed"), what="the release in the log", operator=process
+        lambda: _logged(process, f"finalizers {kopf_finalizer} removed"), what="the release", operator=process
     )
 
 

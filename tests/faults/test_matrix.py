@@ -88,7 +88,7 @@ REFUSED_COMMAND = {
     "record-write": "hsetnx",
     "journal-pin": "hsetnx",
     "journal-save": "hset",
-    "retained-move": "eval",
+    "retained-move": "hdel",  # The move's last command: the record is written, the entry stays.
 }
 
 
@@ -294,7 +294,10 @@ async def test_fault(
             assert entry.log_reads == cleanup.LOG_READS and entry.startup is not None
             assert entry.startup.containers[0].log is None
         elif case.step == "log-read":
-            assert entry.log_reads == 1 and entry.startup is not None
+            # A refusal counts at once; a failure that may pass (429, 5xx, a timeout, a reset) only
+            # once it has lasted 10 s, so one failed pass costs nothing.
+            assert entry.log_reads == (1 if case.fault in ("403", "404", "409") else None), (where, entry)
+            assert entry.startup is not None
             assert (entry.startup.containers[0].log or "").endswith(PLANTED.decode())
     assert not [v for v in LEDGER.violations if v.startswith(where + ":")], LEDGER.violations
 

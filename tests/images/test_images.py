@@ -199,10 +199,10 @@ def test_operator_entrypoint_serves_its_commands_read_only(built: dict[str, Path
     assert ran.code == 0, ran
     for command in ("run", "records", "worker"):
         assert command in ran.out, ran.out
-    # The image's own entrypoint with the chart's first argument: `run` is kopf's.
+    # The image's own entrypoint with the chart's first argument: `run`, the operator's own main.
     config = images.archive_config(archive)["config"]
     ran = runner.run(archive=archive, command=[*config["Entrypoint"], "run", "--help"])
-    assert ran.code == 0 and "--liveness" in ran.out and "--peering" in ran.out, ran
+    assert ran.code == 0 and "--liveness" in ran.out and "--namespace" in ran.out, ran
     ran = runner.run(archive=archive, command=[*config["Entrypoint"], "records", "--help"])
     assert ran.code == 0 and "startup" in ran.out, ran
 

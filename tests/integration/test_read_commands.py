@@ -71,8 +71,16 @@ async def test_journal_and_retained_read_commands(
 
         journal = await run(redis_url, "-c", READ_JOURNAL, SLUG, attempt.execution)
         assert journal.returncode == 0, journal.stderr
+        [pinned] = json.loads(journal.stdout)
+        assert pinned["log_read_error"]["cause"] == "refused" and pinned["log_read_failed_at"]
         assert json.loads(journal.stdout) == [
-            {"name": attempt.pod_name, "uid": pod["metadata"]["uid"], "log_reads": 1}
+            {
+                "name": attempt.pod_name,
+                "uid": pod["metadata"]["uid"],
+                "log_reads": 1,
+                "log_read_failed_at": pinned["log_read_failed_at"],
+                "log_read_error": pinned["log_read_error"],
+            }
         ]
         view = await run(redis_url, "-m", "agentihooks_swarm", "records", "journal", SLUG, attempt.execution)
         assert json.loads(view.stdout) == json.loads(journal.stdout)

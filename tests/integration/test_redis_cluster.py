@@ -110,9 +110,13 @@ async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
             await run_pass(runtime, opened, cleaned)
         journal = await _run(config, "-c", READ_JOURNAL, SLUG, "e2")
         assert journal.returncode == 0, journal.stderr
-        assert json.loads(journal.stdout) == [
-            {"name": cleaned.pod_name, "uid": second["metadata"]["uid"], "log_reads": 1}
-        ]
+        [pinned] = json.loads(journal.stdout)
+        assert {k: pinned[k] for k in ("name", "uid", "log_reads")} == {
+            "name": cleaned.pod_name,
+            "uid": second["metadata"]["uid"],
+            "log_reads": 1,
+        }
+        assert set(pinned) == {"name", "uid", "log_reads", "log_read_failed_at", "log_read_error"}
         retained = await run_pass(runtime, opened, cleaned)
         assert [r.outcome for r in retained.removed.pods] == ["deleted"]
         removal = await burst.remove(runtime, [burst.Planted(attempt=launched, uid=first["metadata"]["uid"])])

@@ -56,6 +56,8 @@ def _capture(log: str = "worker startup refused\n") -> records.StartupCapture:
 async def _finish(store: store_.AsyncStore, execution: str, *, log: str = "x\n", retain: bool = True) -> None:
     """One refused execution through the store's write path; ``retain=False`` leaves cleanup unfinished."""
     capture = _capture(log)
+    owner = records.Owner(uid=f"execution-{execution}", namespace="ns", at="2026-12-01T00:00:00Z")
+    await store.claim(slug=SLUG, execution=execution, owner=owner)
     record = records.StartupRecord(pod=f"pod-{execution}", uid=f"uid-{execution}", labels={}, startup=capture)
     await store.record_startup(slug=SLUG, execution=execution, record=record)
     hand = records.HandResult(
@@ -99,7 +101,7 @@ async def test_the_sweep_removes_only_finished_executions_older_than_the_retenti
     clocked: tuple[store_.AsyncStore, Clock],
 ) -> None:
     store, clock = clocked
-    everything = {*store_.SWEPT} - {store_.HEARTBEATS, store_.OUTCOMES}
+    everything = {*store_.SWEPT} - {store_.HEARTBEATS, store_.OUTCOMES}  # The owner goes too.
     await _finish(store, "old")
     await _finish(store, "unfinished", retain=False)
     running = records.HandResult(generation=1, handed=True, pod="p")

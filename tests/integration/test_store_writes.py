@@ -180,3 +180,16 @@ async def test_forget_frees_a_name_but_not_while_cleanup_is_unfinished(
     await store.pin_journal(slug=SLUG, journal=journal())
     assert people.forget(slug=SLUG, execution="e1", force=True) == 2
     people.redis.close()
+
+
+async def test_a_journal_entry_left_beside_the_retained_record_is_cleared(store: store_.AsyncStore) -> None:
+    """A retain that failed after its write (a script keeps what it wrote before an error) leaves
+    both; the entry goes, but never the entry of a cleanup in progress."""
+    await store.pin_journal(slug=SLUG, journal=journal("in-progress"))
+    assert await store.clear_journal(slug=SLUG, execution="in-progress") is False
+    assert await stored_journal(store, "in-progress") is not None
+    await store.pin_journal(slug=SLUG, journal=journal("left"))
+    await store.redis.hset(store.key(SLUG, store_.RETAINED), "left", records.dump(retained("left", [])))
+    assert await store.clear_journal(slug=SLUG, execution="left") is True
+    assert await stored_journal(store, "left") is None
+    assert await store.read_retained(slug=SLUG, execution="left") == retained("left", [])

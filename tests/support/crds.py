@@ -12,17 +12,13 @@ import yaml
 from tests.support.cluster import ClusterError, ControlPlane, condition_true
 
 CRDS: Final = Path(__file__).resolve().parents[2] / "manifests" / "crds"
-#: kopf's peering CRDs, as the chart ships them (the operator's own CRDs' one source is CRDS).
-PEERING: Final = CRDS.parents[1] / "charts" / "agentihooks-swarm" / "crds" / "kopf.dev_peerings.yaml"
 _API: Final = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def apply(control_plane: ControlPlane, *, timeout: float = 30.0) -> list[str]:
     """Create or update every CRD and wait until each is Established; return their names."""
     names = []
-    documents = [
-        d for path in [*sorted(CRDS.glob("*.yaml")), PEERING] for d in yaml.safe_load_all(path.read_text())
-    ]
+    documents = [d for path in sorted(CRDS.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())]
     for crd in (d for d in documents if d):
         name = crd["metadata"]["name"]
         status, raw = control_plane.request("GET", f"{_API}/{name}")

@@ -27,16 +27,12 @@ class OperatorProcess:
         namespace: str,
         log_path: Path,
         env: Mapping[str, str] | None = None,
-        standalone: bool = True,
-        peering: str | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.redis_url = redis_url
         self.namespace = namespace
         self.log_path = log_path
         self.extra_env = dict(env or {})
-        self.standalone = standalone
-        self.peering = peering
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -61,10 +57,6 @@ class OperatorProcess:
         if self.popen is not None and self.popen.poll() is None:
             raise RuntimeError("the operator is already running")
         args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace, "--verbose"]
-        if self.peering is not None:
-            args.append(f"--peering={self.peering}")
-        elif self.standalone:
-            args.append("--standalone")
         self.starts += 1
         mark = self.log().count(READY_LINE)
         with self.log_path.open("ab") as log:

@@ -101,7 +101,7 @@ KUBECONFIG
   AGENTIHOOKS_SWARM_LEASE_NAME="$RELEASE-controller" \
   AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS=2 \
   AGENTIHOOKS_SWARM_METRICS_PORT=0 \
-    "$PYTHON" -m agentihooks_swarm run --namespace="$NAMESPACE" --peering="$RELEASE" > "$work/operator.log" 2>&1 &
+    "$PYTHON" -m agentihooks_swarm run --namespace="$NAMESPACE" > "$work/operator.log" 2>&1 &
   operator_pid=$!
   for _ in $(seq 1 100); do grep -q "agentihooks-swarm started" "$work/operator.log" && break; sleep 0.2; done
   grep -q "agentihooks-swarm started" "$work/operator.log" || fail "the operator did not start"

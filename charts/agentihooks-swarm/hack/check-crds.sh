@@ -5,7 +5,7 @@
 #   charts/agentihooks-swarm/hack/check-crds.sh
 set -euo pipefail
 chart="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if ! diff -r --exclude='kopf.dev_*' "$chart/../../manifests/crds" "$chart/crds"; then
+if ! diff -r "$chart/../../manifests/crds" "$chart/crds"; then
   echo "check-crds.sh: $chart/crds differs from manifests/crds; run $chart/hack/sync-crds.sh" >&2
   exit 1
 fi

@@ -33,10 +33,6 @@ RELEASE-controller, which the read commands in NOTES.txt rely on.
 {{ .Values.watch.namespace | default .Release.Namespace }}
 {{- end }}
 
-{{- define "agentihooks-swarm.peeringName" -}}
-{{ .Values.peering.name | default .Release.Name }}
-{{- end }}
-
 {{- define "agentihooks-swarm.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
@@ -63,7 +59,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/*
-kopf's command line. `run` is `kopf run -m agentihooks_swarm.handlers`.
+The controller's command line: `python -m agentihooks_swarm run` (its own main; kopf runs inside it).
 */}}
 {{- define "agentihooks-swarm.args" -}}
 - run
@@ -71,11 +67,6 @@ kopf's command line. `run` is `kopf run -m agentihooks_swarm.handlers`.
 - --all-namespaces
 {{- else }}
 - --namespace={{ include "agentihooks-swarm.workerNamespace" . }}
-{{- end }}
-{{- if .Values.peering.enabled }}
-- --peering={{ include "agentihooks-swarm.peeringName" . }}
-{{- else }}
-- --standalone
 {{- end }}
 - --liveness=http://0.0.0.0:{{ .Values.health.port }}/healthz
 - --log-format={{ .Values.operator.logFormat }}
@@ -200,7 +191,7 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, delete]
-# kopf posts Events about the Executions it handles.
+# The operator posts Events about the Executions it handles (and kopf, rarely, about the Swarms).
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
@@ -211,7 +202,8 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 - apiGroups: [""]
   resources: [events]
   verbs: [list, watch]
-# The custom resources: kopf watches and annotates them; status goes through the subresource.
+# The custom resources: the operator watches them, annotates an Execution to relaunch it and
+# puts its finalizer on it (patch); status goes through the subresource.
 - apiGroups: [swarm.agentihooks.io]
   resources: [swarms, executions]
   verbs: [get, list, watch, patch]
@@ -222,12 +214,6 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 - apiGroups: [swarm.agentihooks.io]
   resources: [swarms/status, executions/status]
   verbs: [get, patch]
-{{- if and .Values.peering.enabled (not .Values.watch.allNamespaces) }}
-# kopf peering in the worker namespace: keep-alives of this and the standby replicas.
-- apiGroups: [kopf.dev]
-  resources: [kopfpeerings]
-  verbs: [get, list, watch, patch]
-{{- end }}
 {{- end }}
 
 {{/* Leadership (leadership.py): one Lease, read and renewed by name, created once. */}}
@@ -251,11 +237,5 @@ Execution and Swarm objects; manifests/rbac/ grants the same for installs withou
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]
-{{- end }}
-{{- if and .Values.peering.enabled .Values.watch.allNamespaces }}
-# kopf peering across the cluster.
-- apiGroups: [kopf.dev]
-  resources: [clusterkopfpeerings]
-  verbs: [get, list, watch, patch]
 {{- end }}
 {{- end }}

@@ -1,0 +1,127 @@
+"""Every background task under the supervisor, on the real API server (through the fault proxy)
+and the real Redis: an unexpected error in a task (an answer of a shape nobody expected, injected
+by the proxy) is followed by a restart, counted per task, and cleanup goes on afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_, store as store_
+from agentihooks_swarm.kubernetes import labels, pods as pod_client
+from tests.e2e import helpers
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_cluster import api_client
+from tests.support.proxy import FaultProxy, Respond
+
+SLUG = "supervised"
+PLANTED = b"worker startup refused: supervised\n"
+
+
+@pytest.fixture
+def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
+    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
+
+
+@contextlib.asynccontextmanager
+async def running(kubeconfig: Path, store: store_.AsyncStore, namespace: str) -> AsyncIterator[app_.App]:
+    """The operator's tasks (all but kopf's), wired as ``run`` wires them, on the test's services."""
+    settings = settings_.Settings(
+        namespace=namespace, cleanup_interval_seconds=0.5, lease_duration_seconds=6, api_timeout_seconds=3
+    )
+    async with api_client(kubeconfig=kubeconfig) as api:
+        app = app_.build(
+            settings=settings,
+            metrics=metrics_.Metrics(),
+            client=pod_client.PodClient(api=api, timeout=3.0),
+            store=store,
+            identity="supervised-test",
+        )
+        app.supervisor.backoff_seconds = 0.2
+        await app.leader.attempt()
+        for runnable in app.runnables():
+            app.supervisor.start(runnable)
+        try:
+            yield app
+        finally:
+            await app.supervisor.stop()
+            await app.leader.release()
+
+
+def restarts(app: app_.App, task: str) -> float:
+    found = app.metrics.registry.get_sample_value("agentihooks_swarm_task_restarts_total", {"task": task})
+    return 0.0 if found is None else found
+
+
+async def until(what: str, check: Callable[[], bool], *, seconds: float = 30.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not within {seconds}s: {what}")
+
+
+async def test_each_task_restarts_after_an_unexpected_error_and_cleanup_goes_on(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    store: store_.AsyncStore,
+) -> None:
+    # Answers of a shape nobody expects: a list whose items are not a list, a Lease whose spec is
+    # not an object. Each ends its task with an error the task does not handle.
+    executions = f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions"
+    events = f"/api/v1/namespaces/{namespace}/events"
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/agentihooks-swarm-controller"
+    broken = Respond(status=200, body={"kind": "List", "items": 5, "metadata": {"resourceVersion": "1"}})
+    fault_proxy.add_rule(method="GET", path=executions, query=r"limit=", action=broken, times=1)
+    fault_proxy.add_rule(method="GET", path=events, query=r"limit=", action=broken, times=1)
+    async with running(proxy_kubeconfig, store, namespace) as app:
+        await until("both watches restarted and listed", lambda: all(app.synced().values()))
+        assert restarts(app, "watch executions") == 1 and restarts(app, "watch pod events") == 1
+        fault_proxy.add_rule(
+            method="GET", path=lease, action=Respond(status=200, body={"spec": "x"}), times=1
+        )
+        await until("the Lease renewal restarted", lambda: restarts(app, "leadership") == 1, seconds=20)
+        await until("leading again", app.leader.holds, seconds=20)
+
+        # A step that meets an unexpected answer (the worker Pod's read is not an object) is
+        # counted and tried again; the workers go on, and so does the Execution's cleanup.
+        name = "after-faults"
+        pod = labels.worker_pod_name(execution=name, generation=1)
+        await pods.plant_log(
+            cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=PLANTED
+        )
+        behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
+        await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+        await pods.wait_for_phase(
+            admin_api, namespace=namespace, name=pod, phase="Failed", timeout=1
+        ) if False else None
+        fault_proxy.add_rule(
+            method="GET",
+            path=f"/api/v1/namespaces/{namespace}/pods/{pod}",
+            action=Respond(status=200, body=b"[]"),
+            times=2,
+        )
+        await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+        async def done() -> bool:
+            status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+            return status.get("phase") == "Done"
+
+        await helpers.eventually(done, what=f"{name} Done after the faults", timeout=60)
+        errors = app.metrics.registry.get_sample_value("agentihooks_swarm_steps_total", {"result": "error"})
+        assert errors is not None and errors >= 1
+        assert app.supervisor.healthy and all(app.supervisor.running().values())
+    retained = await store.read_retained(slug=SLUG, execution=name)
+    assert retained is not None
+    [entry] = retained.removed.pods
+    assert entry.startup is not None and (entry.startup.containers[0].log or "").endswith(PLANTED.decode())

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
-__all__ = ["Progress", "StageFailed", "duration", "tail"]
+__all__ = ["Progress", "StageFailed", "duration", "run", "tail"]
 
 #: Log lines shown under a failed stage.
 TAIL_LINES: Final = 30
@@ -51,6 +51,55 @@ def tail(path: Path, *, lines: int = TAIL_LINES) -> str:
     except OSError as error:
         return f"(no log: {error})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    log: Path | None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+) -> str:
+    """Run ``argv`` and return its stdout. Its stderr goes to ``log`` as it comes, its stdout
+    after it ends. A non-zero exit or a timeout raises :class:`StageFailed`, whose message ends
+    with the log's last lines (with no log: with the end of the command's stderr)."""
+    _note(log, f"$ {shlex.join(argv)}")
+    with contextlib.ExitStack() as stack:
+        errors: int = subprocess.PIPE if log is None else stack.enter_context(log.open("ab")).fileno()
+        try:
+            done = subprocess.run(
+                list(argv),
+                env=None if env is None else dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise StageFailed(_failure(argv, f"did not finish within {timeout:g}s", log, b"")) from error
+    stdout = done.stdout.decode(errors="replace")
+    if stdout.strip():
+        _note(log, stdout.rstrip("\n"))
+    if done.returncode != 0:
+        raise StageFailed(_failure(argv, f"exited {done.returncode}", log, done.stderr or b""))
+    return stdout
+
+
+def _failure(argv: Sequence[str], what: str, log: Path | None, stderr: bytes) -> str:
+    command = f"{shlex.join(argv[:3])}{' …' if len(argv) > 3 else ''}"
+    if log is not None:
+        return f"{command} {what}; last lines of {log}:\n{tail(log)}"
+    lines = stderr.decode(errors="replace").splitlines()[-TAIL_LINES:]
+    return f"{command} {what}" + "".join(f"\n{line}" for line in lines)
+
+
+def _note(log: Path | None, text: str) -> None:
+    if log is not None:
+        with log.open("a") as stream:
+            stream.write(text + "\n")
 
 
 class Progress:
@@ -95,10 +144,16 @@ class Progress:
         ticker = self._start_ticker(head, began, stop)
         try:
             yield
-        except BaseException:
+        except StageFailed:  # its message has the log's tail already
+            self._finish(head, f"failed after {duration(time.monotonic() - began)}", stop, ticker)
+            raise
+        except Exception:
             self._finish(head, f"failed after {duration(time.monotonic() - began)}", stop, ticker)
             if self.log is not None and self.out is not None:
                 print(f"--- last lines of {self.log}:\n{tail(self.log)}", file=self.out, flush=True)
+            raise
+        except BaseException:
+            self._finish(head, f"interrupted after {duration(time.monotonic() - began)}", stop, ticker)
             raise
         self._finish(head, duration(time.monotonic() - began), stop, ticker)
 
@@ -110,48 +165,13 @@ class Progress:
         cwd: Path | None = None,
         timeout: float | None = None,
     ) -> str:
-        """Run ``argv``; its stderr (and its stdout, afterwards) go to the log. Returns its stdout;
-        raises :class:`StageFailed` with the log's tail when it exits non-zero or times out."""
-        self._note(f"$ {shlex.join(argv)}")
-        with self._log_stream() as errors:
-            try:
-                done = subprocess.run(
-                    list(argv),
-                    env=None if env is None else dict(env),
-                    cwd=cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=errors,
-                    timeout=timeout,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as error:
-                raise StageFailed(self._failure(argv, f"did not finish within {timeout:g}s")) from error
-        stdout = done.stdout.decode(errors="replace")
-        if stdout.strip():
-            self._note(stdout.rstrip("\n"))
-        if done.returncode != 0:
-            raise StageFailed(self._failure(argv, f"exited {done.returncode}"))
-        return stdout
+        """:func:`run` with this progress's log."""
+        return run(argv, log=self.log, env=env, cwd=cwd, timeout=timeout)
 
     # -- internals -------------------------------------------------------------------------
 
-    def _failure(self, argv: Sequence[str], what: str) -> str:
-        where = f"; last lines of {self.log}:\n{tail(self.log)}" if self.log is not None else ""
-        return f"{shlex.join(argv[:3])}{' …' if len(argv) > 3 else ''} {what}{where}"
-
-    @contextlib.contextmanager
-    def _log_stream(self) -> Iterator[int]:
-        if self.log is None:
-            yield subprocess.DEVNULL
-            return
-        with self.log.open("ab") as stream:
-            yield stream.fileno()
-
     def _note(self, text: str) -> None:
-        if self.log is not None:
-            with self.log.open("a") as stream:
-                stream.write(text + "\n")
+        _note(self.log, text)
 
     def _start_ticker(self, head: str, began: float, stop: threading.Event) -> threading.Thread | None:
         if self.out is None:

@@ -67,29 +67,49 @@ def test_a_commands_output_goes_to_the_log_not_the_screen(tmp_path: Path) -> Non
     assert "=== [1/1] talkative ..." in details
 
 
-def test_a_failed_stage_says_so_and_shows_the_logs_tail(tmp_path: Path) -> None:
+def test_a_failed_command_fails_its_stage_with_the_logs_tail(tmp_path: Path) -> None:
     out = io.StringIO()
     log = tmp_path / "step.log"
     steps = Progress(log=log, total=3, out=out, ticking=False)
     script = "import sys\nfor i in range(100): print(f'line {i}', file=sys.stderr)\nsys.exit(3)"
     with pytest.raises(StageFailed) as raised, steps.stage("breaks"):
         steps.run([sys.executable, "-c", script])
-    assert "exited 3" in str(raised.value)
-    assert str(log) in str(raised.value) and "line 99" in str(raised.value)
-    screen = out.getvalue()
-    assert re.match(
-        rf"\[1/3\] breaks \.\.\. failed after {TIME}\n--- last lines of {re.escape(str(log))}:\n", screen
-    )
-    assert "line 99" in screen
-    assert "line 69" not in screen  # the tail, not the whole log
+    message = str(raised.value)
+    assert "exited 3" in message and str(log) in message
+    assert "line 99" in message and "line 69" not in message  # the tail, not the whole log
     assert "line 69" in log.read_text()
+    # The error carries the tail; the screen has the stage's line only (the tail once, not twice).
+    assert re.fullmatch(rf"\[1/3\] breaks \.\.\. failed after {TIME}\n", out.getvalue())
 
 
-def test_an_exception_in_a_stage_marks_it_failed(tmp_path: Path) -> None:
+def test_any_other_error_in_a_stage_prints_the_logs_tail(tmp_path: Path) -> None:
     out = io.StringIO()
-    with pytest.raises(ValueError, match="boom"), Progress(out=out, ticking=False).stage("raises"):
+    log = tmp_path / "step.log"
+    steps = Progress(log=log, total=1, out=out, ticking=False)
+    with pytest.raises(ValueError, match="boom"), steps.stage("raises"):
+        steps.run(["echo", "what the command said"])
         raise ValueError("boom")
-    assert re.fullmatch(rf"raises \.\.\. failed after {TIME}\n", out.getvalue())
+    assert re.fullmatch(
+        rf"\[1/1\] raises \.\.\. failed after {TIME}\n--- last lines of {re.escape(str(log))}:\n"
+        r"=== \[1/1\] raises \.\.\.\n\$ echo 'what the command said'\nwhat the command said\n"
+        rf"=== \[1/1\] raises \.\.\. failed after {TIME}\n",
+        out.getvalue(),
+    )
+
+
+def test_an_interrupted_stage_says_so(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with pytest.raises(KeyboardInterrupt), Progress(out=out, ticking=False).stage("long"):
+        raise KeyboardInterrupt
+    assert re.fullmatch(rf"long \.\.\. interrupted after {TIME}\n", out.getvalue())
+
+
+def test_without_a_log_the_error_has_the_end_of_the_commands_stderr() -> None:
+    script = "import sys\nfor i in range(100): print(f'line {i}', file=sys.stderr)\nsys.exit(4)"
+    with pytest.raises(StageFailed) as raised:
+        progress.run([sys.executable, "-c", script], log=None)
+    assert "exited 4" in str(raised.value)
+    assert "line 99" in str(raised.value) and "line 69" not in str(raised.value)
 
 
 def test_a_command_that_outlasts_its_timeout_fails_the_stage(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ opening the file. ``tests/support/progress.sh`` is the same helper for the shell
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
-__all__ = ["Progress", "StageFailed", "duration", "run", "tail"]
+__all__ = ["Progress", "StageFailed", "duration", "log_path", "run", "tail"]
 
 #: Log lines shown under a failed stage.
 TAIL_LINES: Final = 30
@@ -32,6 +33,13 @@ _TICK_SECONDS: Final = 1.0
 
 class StageFailed(RuntimeError):
     """A command run by :meth:`Progress.run` failed; the message ends with the log's last lines."""
+
+
+def log_path(name: str) -> Path:
+    """``${AGENTIHOOKS_SWARM_CACHE:-~/.cache/agentihooks-swarm}/logs/<name>``: where a step that
+    has no cache entry of its own keeps its log (as ``tests/support/system-deps.sh`` does)."""
+    root = os.environ.get("AGENTIHOOKS_SWARM_CACHE") or str(Path.home() / ".cache" / "agentihooks-swarm")
+    return Path(root) / "logs" / name
 
 
 def duration(seconds: float) -> str:
@@ -130,6 +138,12 @@ class Progress:
         """One line of its own (e.g. what is about to happen, and where the log is)."""
         if self.out is not None:
             print(text, file=self.out, flush=True)
+
+    def again(self, reason: str) -> None:
+        """Say why the stages start over (a retry), and count them from 1 again."""
+        self.say(reason)
+        self._note(f"=== {reason}")
+        self.done = 0
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:

@@ -50,6 +50,22 @@ def test_without_a_total_there_is_no_counter(tmp_path: Path) -> None:
     assert re.fullmatch(rf"starting \.\.\. {TIME}\n", out.getvalue())
 
 
+def test_stages_started_again_count_from_one(tmp_path: Path) -> None:
+    out = io.StringIO()
+    steps = Progress(total=2, out=out, ticking=False)
+    with steps.stage("first"):
+        pass
+    steps.again("a port was taken: starting again")
+    with steps.stage("first"):
+        pass
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ...")[0] for line in lines] == [
+        "[1/2] first",
+        "a port was taken: starting again",
+        "[1/2] first",
+    ]
+
+
 def test_a_commands_output_goes_to_the_log_not_the_screen(tmp_path: Path) -> None:
     out = io.StringIO()
     log = tmp_path / "step.log"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import crds, pods
-from tests.support.cluster import STATE_ENV, ControlPlane, build, start
+from tests.support.cluster import ControlPlane, build, named_cluster, start
 from tests.support.operator_process import OperatorProcess
 from tests.support.redis_server import RedisServer
 
@@ -179,13 +179,12 @@ spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
 
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="agentihooks-swarm-demo-"))
-    state = os.environ.get(STATE_ENV)
+    named = named_cluster()
     with RedisServer() as redis_server:
-        if state:
-            demo(ControlPlane.load(Path(state)), redis_server.url, workdir)
+        if named is not None:
+            demo(named, redis_server.url, workdir)
             return 0
-        step("starting the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
-        plane = start(workdir=workdir / "cluster", bin_dir=build())
+        plane = start(workdir=workdir / "cluster", bin_dir=build(), out=sys.stderr)
         try:
             demo(plane, redis_server.url, workdir)
         finally:

@@ -6,11 +6,19 @@
 #   - coredns/go.mod: CoreDNS with only the plugins the real node's cluster DNS uses (its own module,
 #     so CoreDNS's dependencies never move the Kubernetes pins).
 # A bin directory missing some binaries (e.g. a cache made before a tool was added under the same
-# pins) is completed by building only the missing group.
+# pins) is completed by building only the missing binaries.
+#
+# A build prints one line per stage on stderr ("[3/12] kube-apiserver ... 4m10s"); the Go tool's
+# output goes to build.log beside the bin directory, and a failed stage prints that log's tail.
+#
+#   build.sh            build what is missing; print the bin directory
+#   build.sh --check    print the bin directory if it is complete, else exit 1 (builds nothing)
 #
 #   AGENTIHOOKS_SWARM_CACHE   cache root (default: ~/.cache/agentihooks-swarm)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=tests/support/progress.sh
+source "$here/../support/progress.sh"
 cache_root="${AGENTIHOOKS_SWARM_CACHE:-$HOME/.cache/agentihooks-swarm}"
 kube_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd kwok helm)
 dns_tools=(coredns)
@@ -27,8 +35,12 @@ if ! missing "${kube_tools[@]}" "${dns_tools[@]}"; then
   echo "$bin"
   exit 0
 fi
+[ "${1:-}" = "--check" ] && exit 1
 
-command -v go >/dev/null || { echo "build.sh: Go is required (https://go.dev/doc/install or apt-get install golang)" >&2; exit 1; }
+command -v go >/dev/null || {
+  echo "build.sh: Go is required to build the test cluster: install it (apt-get install golang-go, or https://go.dev/doc/install) and run this again" >&2
+  exit 1
+}
 k8s_version="$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")"
 minor="$(echo "$k8s_version" | cut -d. -f2)"
 ldflags="-s -w"
@@ -44,28 +56,44 @@ rm -rf "$tmp"
 mkdir -p "$tmp"
 [ -d "$bin" ] && cp -a "$bin/." "$tmp/"
 export GOFLAGS=-mod=mod CGO_ENABLED=0
-start=$(date +%s)
-if missing "${kube_tools[@]}"; then
-  echo "build.sh: building ${kube_tools[*]} for Kubernetes $k8s_version into $bin (first run only; about 10 min on 2 cores)" >&2
-  (
-    cd "$here"
-    go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler \
-      k8s.io/kubernetes/cmd/kubectl \
-      k8s.io/kubernetes/cmd/kubelet \
-      k8s.io/kubernetes/cmd/kube-proxy \
-      sigs.k8s.io/kwok/cmd/kwok \
-      helm.sh/helm/v4/cmd/helm \
-      ./etcd
-  )
+
+# One stage per missing binary: the first compiles most of what the others share (Go's build cache
+# keeps it), so it takes most of the time; each later one mostly links.
+kube_packages=(
+  k8s.io/kubernetes/cmd/kube-apiserver
+  k8s.io/kubernetes/cmd/kube-controller-manager
+  k8s.io/kubernetes/cmd/kube-scheduler
+  k8s.io/kubernetes/cmd/kubectl
+  k8s.io/kubernetes/cmd/kubelet
+  k8s.io/kubernetes/cmd/kube-proxy
+  ./etcd
+  sigs.k8s.io/kwok/cmd/kwok
+  helm.sh/helm/v4/cmd/helm
+)
+wanted=()
+for package in "${kube_packages[@]}"; do
+  [ -x "$tmp/${package##*/}" ] || wanted+=("$package")
+done
+total=${#wanted[@]}
+[ "$total" -gt 0 ] && total=$((total + 1))
+missing "${dns_tools[@]}" && total=$((total + 2))
+progress_begin "$cache_root/cluster-$key/build.log" "$total"
+if [ ! -x "$tmp/kube-apiserver" ]; then
+  estimate="first run only: about 10 min on 2 cores"
+else
+  estimate="only the missing ones: a few minutes at most"
+fi
+progress_say "build.sh: building the test cluster's binaries (Kubernetes $k8s_version, kwok, helm, etcd, CoreDNS) from source ($estimate); details in $PROGRESS_LOG"
+if [ "${#wanted[@]}" -gt 0 ]; then
+  progress_stage "Go modules (Kubernetes, kwok, helm, etcd)" go -C "$here" mod download
+  for package in "${wanted[@]}"; do
+    progress_stage "${package##*/}" go -C "$here" build -trimpath -ldflags "$ldflags" -o "$tmp/" "$package"
+  done
 fi
 if missing "${dns_tools[@]}"; then
-  echo "build.sh: building coredns into $bin (first run only; about 2 min on 2 cores)" >&2
-  (cd "$here/coredns" && go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .)
+  progress_stage "Go modules (CoreDNS)" go -C "$here/coredns" mod download
+  progress_stage coredns go -C "$here/coredns" build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .
 fi
 rm -rf "$bin"
 mv "$tmp" "$bin"
-echo "build.sh: built in $(( $(date +%s) - start ))s" >&2
 echo "$bin"

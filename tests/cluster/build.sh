@@ -11,8 +11,11 @@
 # A build prints one line per stage on stderr ("[3/12] kube-apiserver ... 4m10s"); the Go tool's
 # output goes to build.log beside the bin directory, and a failed stage prints that log's tail.
 #
-#   build.sh            build what is missing; print the bin directory
-#   build.sh --check    print the bin directory if it is complete, else exit 1 (builds nothing)
+#   build.sh [--for all|kwok] [--check]
+#     --for kwok   only what a kwok cluster runs (kube-apiserver, kube-controller-manager,
+#                  kube-scheduler, kubectl, etcd, kwok): make demo, make check; the default, all,
+#                  adds the real node's kubelet, kube-proxy and CoreDNS, and helm
+#     --check      print the bin directory if it has them, else exit 1 (builds nothing)
 #
 #   AGENTIHOOKS_SWARM_CACHE   cache root (default: ~/.cache/agentihooks-swarm)
 set -euo pipefail
@@ -30,12 +33,37 @@ key="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" \
         | sha256sum | cut -c1-16)"
 bin="$cache_root/cluster-$key/bin"
 
+for_what=all
+check=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --check) check=1 ;;
+    --for)
+      for_what="${2:-}"
+      shift
+      ;;
+    *)
+      echo "usage: $0 [--for all|kwok] [--check]" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+case "$for_what" in
+  all) needed=("${kube_tools[@]}" "${dns_tools[@]}") ;;
+  kwok) needed=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok) ;;
+  *)
+    echo "build.sh: --for all or --for kwok, not '$for_what'" >&2
+    exit 2
+    ;;
+esac
+
 missing() { local tool; for tool in "$@"; do [ -x "$bin/$tool" ] || return 0; done; return 1; }
-if ! missing "${kube_tools[@]}" "${dns_tools[@]}"; then
+if ! missing "${needed[@]}"; then
   echo "$bin"
   exit 0
 fi
-[ "${1:-}" = "--check" ] && exit 1
+[ "$check" = 1 ] && exit 1
 
 command -v go >/dev/null || {
   echo "build.sh: Go is required to build the test cluster: install it (apt-get install golang-go, or https://go.dev/doc/install) and run this again" >&2
@@ -72,26 +100,38 @@ kube_packages=(
 )
 wanted=()
 for package in "${kube_packages[@]}"; do
-  [ -x "$tmp/${package##*/}" ] || wanted+=("$package")
+  tool="${package##*/}"
+  if [[ " ${needed[*]} " == *" $tool "* ]] && [ ! -x "$tmp/$tool" ]; then
+    wanted+=("$package")
+  fi
 done
+dns=0
+[[ " ${needed[*]} " == *" coredns "* ]] && missing "${dns_tools[@]}" && dns=1
 total=${#wanted[@]}
 [ "$total" -gt 0 ] && total=$((total + 1))
-missing "${dns_tools[@]}" && total=$((total + 2))
+[ "$dns" = 1 ] && total=$((total + 2))
 progress_begin "$cache_root/cluster-$key/build.log" "$total"
-if [ ! -x "$tmp/kube-apiserver" ]; then
+if [ ! -x "$tmp/kube-apiserver" ] && [ "$for_what" = kwok ]; then
+  estimate="first run only: about 10 min on 2 cores"
+elif [ ! -x "$tmp/kube-apiserver" ]; then
   estimate="first run only: about 10 min on 2 cores"
 else
   estimate="only the missing ones: a few minutes at most"
 fi
-progress_say "build.sh: building the test cluster's binaries (Kubernetes $k8s_version, kwok, helm, etcd, CoreDNS) from source ($estimate); details in $PROGRESS_LOG"
+names=()
+for package in "${wanted[@]}"; do names+=("${package##*/}"); done
+[ "$dns" = 1 ] && names+=(coredns)
+progress_say "build.sh: building ${names[*]} (Kubernetes $k8s_version) from source ($estimate); details in $PROGRESS_LOG"
+# Downloads the modules those packages need (go list loads them; its output is not wanted).
+modules() { go -C "$1" list -deps "${@:2}" >/dev/null; }
 if [ "${#wanted[@]}" -gt 0 ]; then
-  progress_stage "Go modules (Kubernetes, kwok, helm, etcd)" go -C "$here" mod download
+  progress_stage "Go modules" modules "$here" "${wanted[@]}"
   for package in "${wanted[@]}"; do
     progress_stage "${package##*/}" go -C "$here" build -trimpath -ldflags "$ldflags" -o "$tmp/" "$package"
   done
 fi
-if missing "${dns_tools[@]}"; then
-  progress_stage "Go modules (CoreDNS)" go -C "$here/coredns" mod download
+if [ "$dns" = 1 ]; then
+  progress_stage "Go modules (CoreDNS)" modules "$here/coredns" .
   progress_stage coredns go -C "$here/coredns" build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .
 fi
 rm -rf "$bin"

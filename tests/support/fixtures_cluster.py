@@ -82,7 +82,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         except ClusterError as error:
             pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
     if users and not os.environ.get(STATE_ENV):
-        session.config.stash[_BIN_DIR] = build()
+        kinds = {node_kind(item) for item in users}
+        session.config.stash[_BIN_DIR] = build(only="kwok" if kinds == {"kwok"} else None)
     if any(node_kind(item) == "real" for item in users):
         nodes.real_node_images()
 
@@ -94,7 +95,7 @@ def _session_plane(
     if reused is not None:
         yield reused
         return
-    bin_dir = request.config.stash.get(_BIN_DIR, None) or build()
+    bin_dir = request.config.stash.get(_BIN_DIR, None) or build(only=kind)
     machine = host.snapshot() if kind == "real" else None
     plane = nodes.start(kind=kind, workdir=factory.mktemp(f"cluster-{kind}"), bin_dir=bin_dir)
     try:

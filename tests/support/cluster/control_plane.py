@@ -75,16 +75,17 @@ _REAL_NODE_CONTROLLERS: Final = (
 )
 
 
-def build(*, quiet: bool = False) -> Path:
-    """Build the binaries (once; cached) with ``tests/cluster/build.sh`` and return the bin dir."""
+def build(*, quiet: bool = False, only: NodeKind | None = None) -> Path:
+    """Build the binaries (once; cached) with ``tests/cluster/build.sh`` and return the bin dir;
+    ``only="kwok"`` builds only what a kwok cluster runs (no kubelet, kube-proxy, CoreDNS, helm)."""
     result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), *(["--for", "kwok"] if only == "kwok" else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if quiet else None,
         check=False,
     )
     if result.returncode != 0:
-        detail = result.stderr.decode(errors="replace")[-4000:] if quiet else "see the output above"
+        detail = result.stderr.decode(errors="replace")[-4000:] if quiet else "its output is above"
         raise ClusterError(f"{BUILD_SCRIPT} failed with exit code {result.returncode}: {detail}")
     lines = result.stdout.decode().strip().splitlines()
     if not lines:

@@ -37,7 +37,7 @@ def start(
 ) -> ControlPlane:
     """Build what is missing (binaries, images, Debian packages) and start a cluster of ``kind``;
     with ``out``, one line per stage of each goes there."""
-    bin_dir = bin_dir or control_plane.build()
+    bin_dir = bin_dir or control_plane.build(only=kind)
     if kind == "kwok":
         return control_plane.start(workdir=workdir, bin_dir=bin_dir, detached=detached, out=out)
     if os.geteuid() != 0:

@@ -4,9 +4,7 @@ answer, a missing program (a Redis port someone else holds: test_redis_server.py
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -79,19 +77,28 @@ def test_a_cluster_that_does_not_answer_says_what_to_do(
     assert named_cluster(kind="real") is None
 
 
-def test_pytest_stops_once_with_the_message_when_the_variable_is_stale(tmp_path: Path) -> None:
+def test_pytest_stops_once_with_the_message_when_the_variable_is_stale(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     gone = tmp_path / "state.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "smoke", "tests/integration"],
-        cwd=REPO,
-        env={**os.environ, STATE_ENV: str(gone)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    monkeypatch.setenv(STATE_ENV, str(gone))
+    uses_the_cluster = "def test_{}(control_plane):\n    pass\n"
+    pytester.makepyfile(test_on_the_cluster=uses_the_cluster.format("one") + uses_the_cluster.format("two"))
+    # In-process, with the modules imported already and without hypothesis's plugin (1.4 s a
+    # session here), the session takes well under a second.
+    result = pytester.runpytest_inprocess(
+        "-q",
+        "-p",
+        "tests.support.fixtures_cluster",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:hypothesispytest",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
     )
-    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
-    output = done.stdout + done.stderr
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.outlines + result.errlines
+    output = "\n".join(result.outlines + result.errlines)
     assert output.count(f"{STATE_ENV}={gone}, but that file is gone") == 1
     assert "FileNotFoundError" not in output
 

@@ -290,9 +290,11 @@ async def test_two_replicas_capture_and_delete_once(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
+    # Before `operator`, so the proxy outlives the replicas: a stopping replica clears its kopf
+    # peering through it (with the proxy gone first, each retried for its whole 15 s stop timeout).
+    threaded_fault_proxy: FaultProxy,
     operator: OperatorFactory,
     redis_url: str,
-    threaded_fault_proxy: FaultProxy,
     tmp_path: Path,
 ) -> None:
     proxy = threaded_fault_proxy

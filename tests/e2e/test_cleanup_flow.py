@@ -200,6 +200,9 @@ async def test_deleting_an_execution_cancels_and_cleans_up_its_attempt(
     assert "startup" not in retained["removed"]["pods"][0]  # A running worker is not refused.
 
 
+# Among the slowest tests, each checkpoint: two operator starts (before and after the SIGKILL),
+# the worker's 4 s run (it must be Running and handed before it fails, so final cleanup, not launch
+# removal, takes it) and the cleanup pass after the restart.
 @pytest.mark.parametrize(
     "checkpoint",
     ["after-journal-pin", "after-capture-save", "after-delete", "after-retained"],

@@ -194,6 +194,8 @@ async def test_without_a_ttl_done_executions_stay_and_deleting_one_is_not_blocke
     )
 
 
+# Among the slowest tests: the operator stays stopped past the Execution's 4 s TTL (to show nobody
+# expired it meanwhile), then starts again, a second operator start.
 async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

@@ -148,6 +148,9 @@ json_values = st.recursive(
 )
 
 
+# The slowest unit test: hypothesis builds 40 large objects (up to 200 leaves, strings of
+# thousands of characters, 50 annotations) and drawing them is most of its time (cProfile);
+# objects past the bound are the point.
 @settings(max_examples=40, deadline=None)
 @given(
     spec=st.dictionaries(st.text(max_size=50), json_values, max_size=10),

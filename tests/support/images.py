@@ -127,8 +127,9 @@ _REDIS_CONFIG: Final = (
 )
 
 
-class ImageError(RuntimeError):
-    """An image could not be built: a tool is missing, or a build step failed."""
+class ImageError(progress.StageFailed):
+    """An image could not be built: a tool is missing, or a build step failed (the message has
+    the end of the build log, so a progress stage does not print it again)."""
 
 
 # --------------------------------------------------------------------------------------------

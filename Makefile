@@ -36,7 +36,7 @@ system-deps: ## Install every Debian package the tests use when absent: system-d
 	@tests/support/system-deps.sh all
 
 .PHONY: binaries
-binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… from source, once, into ~/.cache/agentihooks-swarm (first run: about 10 min on 2 cores)
+binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… from source, once, into ~/.cache/agentihooks-swarm (first run: about 12 min on 2 free cores)
 	@tests/cluster/build.sh
 
 SHELL_SCRIPTS := $(wildcard tests/*/*.sh charts/*/hack/*.sh) .ci/run
@@ -79,7 +79,7 @@ cluster-status: $(STAMP) ## Is the local control plane running?
 	$(CLUSTER) status
 
 .PHONY: demo
-demo: demo-intro $(STAMP) system-deps-kwok ## Plant a refused worker, run the operator, print the stored evidence (first run: builds the control plane, see demo-intro)
+demo: demo-intro $(STAMP) system-deps-kwok ## Plant a refused worker, run the operator, print the stored evidence (first run: builds the control plane from source, about 10 min)
 	@tests/cluster/build.sh --for kwok >/dev/null
 	@$(PY) -m tests.support.demo
 
@@ -89,7 +89,7 @@ demo-intro:
 	@if tests/cluster/build.sh --for kwok --check >/dev/null; then \
 	  echo "make demo: about half a minute"; \
 	else \
-	  echo "make demo: the first run builds the control plane (Kubernetes, etcd, kwok) from source: about DEMO_COLD on 2 cores, once (cached in $${AGENTIHOOKS_SWARM_CACHE:-~/.cache/agentihooks-swarm}); later runs take about half a minute"; \
+	  echo "make demo: the first run builds the control plane (Kubernetes, etcd, kwok) from source: about 10 min on 2 free cores, once (cached in $${AGENTIHOOKS_SWARM_CACHE:-~/.cache/agentihooks-swarm}); later runs take about half a minute"; \
 	fi
 
 .PHONY: run

@@ -17,44 +17,39 @@ NODE ?= kwok
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# One line per stage; pip's output goes to $(VENV)/install.log (its tail is printed on failure).
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@set -e; source tests/support/progress.sh; \
+	progress_begin $(VENV)/install.log 3; \
+	progress_say "install: $(VENV) with the package and its test tools (about a minute); details in $(VENV)/install.log"; \
+	progress_stage "python -m venv $(VENV)" $(PYTHON) -m venv $(VENV); \
+	progress_stage "pip install --upgrade pip" $(PY) -m pip install --upgrade pip; \
+	progress_stage "pip install -e '.[dev]'" $(PY) -m pip install -e '.[dev]'; \
 	touch $(STAMP)
 
 .PHONY: install
 install: $(STAMP) ## Create .venv with the package and its test tools
 
+.PHONY: system-deps-kwok
+system-deps-kwok: ## Install the Debian packages the kwok cluster, Redis and the demo need when absent: redis-server, openssl (needs root)
+	@tests/support/system-deps.sh kwok
+
 .PHONY: system-deps
-system-deps: ## Install Debian packages the tests use when absent: redis (server, sentinel, cli), openssl, the real node's containerd/runc/CNI/nftables, the image tools, promtool (needs root)
-	@missing=""; \
-	for pair in redis-server:redis-server redis-sentinel:redis-sentinel redis-cli:redis-tools openssl:openssl containerd:containerd \
-	            runc:runc iptables:iptables nft:nftables mmdebstrap:mmdebstrap buildah:buildah; do \
-	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair##*:}"; \
-	done; \
-	[ -e /usr/lib/cni/ptp ] || missing="$$missing containernetworking-plugins"; \
-	[ -e /bin/busybox ] || missing="$$missing busybox-static"; \
-	if [ -n "$$missing" ]; then \
-	  echo "system-deps: installing$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
-	@# promtool checks and unit-tests the chart's alerts. Only promtool is wanted from Debian's
-	@# prometheus: on a host with systemd the package's own server (port 9090) is stopped and disabled.
-	@command -v promtool >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
-	    && { ! command -v systemctl >/dev/null || systemctl disable --now prometheus >/dev/null 2>&1 || true; }; }
-	@command -v go >/dev/null || { echo "Go is needed to build the test cluster (apt-get install golang-go or go.dev)"; exit 1; }
+system-deps: ## Install every Debian package the tests use when absent: system-deps-kwok's, redis-sentinel, the real node's containerd/runc/CNI/nftables, the image tools, promtool (needs root)
+	@tests/support/system-deps.sh all
 
 .PHONY: binaries
-binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… once into ~/.cache/agentihooks-swarm
+binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… from source, once, into ~/.cache/agentihooks-swarm (first run: about 12 min on 2 free cores)
 	@tests/cluster/build.sh
 
+SHELL_SCRIPTS := $(wildcard tests/*/*.sh charts/*/hack/*.sh) .ci/run
+
 .PHONY: lint
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, the CRD, docs and version drift checks, mkdocs build --strict
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, shellcheck, the CRD, docs and version drift checks, mkdocs build --strict
 	$(VENV)/bin/ruff check operator tests
 	$(VENV)/bin/ruff format --check operator tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck -x $(SHELL_SCRIPTS)
 	charts/agentihooks-swarm/hack/check-crds.sh
 	$(PY) -m tests.support.docs --check
 	$(PY) -m tests.support.version --check
@@ -77,15 +72,20 @@ manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)
 	charts/agentihooks-swarm/hack/sync-crds.sh
 
 .PHONY: test
-test: $(STAMP) system-deps binaries lint ## Everything: lint, unit, integration, e2e, faults, chart and the proof
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+test: $(STAMP) system-deps binaries lint ## Everything CI runs: lint, unit, integration, e2e, faults, chart and the proof (~10 min)
+	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS)
+
+.PHONY: check
+check: $(STAMP) system-deps-kwok lint ## The edit-test loop (under 2 min warm): lint, unit tests, and the smoke test on the real API server
+	@tests/cluster/build.sh --for kwok >/dev/null
+	$(PY) -m pytest -q -m "smoke or not integration" tests/unit tests/integration $(PYTEST_ARGS)
 
 .PHONY: test-unit
 test-unit: $(STAMP) ## Unit tests only (no cluster, no Redis)
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
 .PHONY: cluster-up
-cluster-up: $(STAMP) system-deps ## Start the local cluster (NODE=kwok, default; NODE=real: containerd + kubelet, root)
+cluster-up: $(STAMP) $(if $(filter real,$(NODE)),system-deps,system-deps-kwok) ## Start the local cluster (NODE=kwok, default; NODE=real: containerd + kubelet, root)
 	$(CLUSTER) up --node $(NODE)
 
 .PHONY: cluster-down
@@ -97,21 +97,31 @@ cluster-status: $(STAMP) ## Is the local control plane running?
 	$(CLUSTER) status
 
 .PHONY: demo
-demo: $(STAMP) system-deps binaries ## Plant a refused worker, run the operator, print the stored evidence
-	$(PY) -m tests.support.demo
+demo: demo-intro $(STAMP) system-deps-kwok ## Plant a refused worker, run the operator, print the stored evidence (first run: builds the control plane from source, about 10 min)
+	@tests/cluster/build.sh --for kwok >/dev/null
+	@$(PY) -m tests.support.demo
+
+# Says up front what the first run costs (make runs a target's prerequisites in order).
+.PHONY: demo-intro
+demo-intro:
+	@if tests/cluster/build.sh --for kwok --check >/dev/null; then \
+	  echo "make demo: about half a minute"; \
+	else \
+	  echo "make demo: the first run builds the control plane (Kubernetes, etcd, kwok) from source: about 10 min on 2 free cores, once (cached in $${AGENTIHOOKS_SWARM_CACHE:-~/.cache/agentihooks-swarm}); later runs take about half a minute"; \
+	fi
 
 .PHONY: run
 run: $(STAMP) ## Run the operator locally against KUBECONFIG (kopf run), e.g. after cluster-up
 	$(PY) -m agentihooks_swarm run --namespace "$${AGENTIHOOKS_SWARM_NAMESPACE:-default}" --standalone
 
 .PHONY: bench
-bench: $(STAMP) system-deps binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000, three runs each (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md)
+bench: $(STAMP) system-deps-kwok binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000, three runs each (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m tests.bench
 	$(PY) -m tests.bench.aof --out docs/benchmarks-aof.md
 
 .PHONY: bench-history
-bench-history: $(STAMP) system-deps binaries ## Memory against history: 2,000 in flight + up to 20,000 Done Executions; restart to Ready
+bench-history: $(STAMP) system-deps-kwok binaries ## Memory against history: 2,000 in flight + up to 20,000 Done Executions; restart to Ready
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m tests.bench.history
 

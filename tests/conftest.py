@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 pytest_plugins = [
+    "pytester",  # the tooling's own tests run a pytest session in-process
     "tests.support.fixtures_cluster",
     "tests.support.fixtures_services",
     "tests.support.fixtures_operator",

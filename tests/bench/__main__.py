@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.bench import history, report
 from tests.bench.run import PY_SPY, Mode, Result, Run, Scenario, remove_namespace
 from tests.support import crds
-from tests.support.cluster import STATE_ENV, ControlPlane, build, start
+from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
 from tests.support.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,12 +43,12 @@ def _plan(
 
 
 def _cluster(workdir: Path) -> tuple[ControlPlane, bool]:
-    state = os.environ.get(STATE_ENV)
-    if state:
-        plane = ControlPlane.load(Path(state))
-        if not plane.healthy():
-            raise SystemExit(f"{STATE_ENV}={state}: that cluster is not healthy")
-        return plane, False
+    try:
+        named = named_cluster()
+    except ClusterError as error:
+        raise SystemExit(str(error)) from error
+    if named is not None:
+        return named, False
     return start(workdir=workdir / "control-plane", bin_dir=build()), True
 
 

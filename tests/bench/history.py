@@ -46,7 +46,7 @@ from typing import Any, Final
 from tests.bench import kube, measure, report
 from tests.bench.run import CHART_DEFAULTS, CREATE_PARALLELISM, REPO, BenchOperator, remove_namespace
 from tests.support import builders, crds, pods
-from tests.support.cluster import STATE_ENV, ControlPlane, build, start
+from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
 from tests.support.redis_server import RedisServer
 
 SLUG: Final = "history"
@@ -384,12 +384,12 @@ def splice(path: Path, section: str) -> None:
 
 
 def _cluster(workdir: Path) -> tuple[ControlPlane, bool]:
-    state = os.environ.get(STATE_ENV)
-    if state:
-        plane = ControlPlane.load(Path(state))
-        if not plane.healthy():
-            raise SystemExit(f"{STATE_ENV}={state}: that cluster is not healthy")
-        return plane, False
+    try:
+        named = named_cluster()
+    except ClusterError as error:
+        raise SystemExit(str(error)) from error
+    if named is not None:
+        return named, False
     return start(workdir=workdir / "control-plane", bin_dir=build()), True
 
 

@@ -24,6 +24,9 @@ PROOF = (
 )
 
 
+# Among the slowest tests: it runs the chart's own proof script as CI and users do (helm install,
+# then the operator as a separate Python process with the chart's ServiceAccount, a planted log);
+# no-logs also waits for three cleanup passes 2 s apart (two refused, the third removes the Pod).
 @pytest.mark.parametrize("mode", ["logs", "no-logs"])
 def test_startup_refusal_proof(
     control_plane: ControlPlane, swarm_crds: list[str], redis_url: str, tmp_path: Path, mode: str

@@ -6,11 +6,22 @@
 #   - coredns/go.mod: CoreDNS with only the plugins the real node's cluster DNS uses (its own module,
 #     so CoreDNS's dependencies never move the Kubernetes pins).
 # A bin directory missing some binaries (e.g. a cache made before a tool was added under the same
-# pins) is completed by building only the missing group.
+# pins) is completed by building only the missing binaries.
+#
+# A build prints one line per stage on stderr ("[3/12] kube-apiserver ... 4m10s"); the Go tool's
+# output goes to build.log beside the bin directory, and a failed stage prints that log's tail.
+#
+#   build.sh [--for all|kwok] [--check]
+#     --for kwok   only what a kwok cluster runs (kube-apiserver, kube-controller-manager,
+#                  kube-scheduler, kubectl, etcd, kwok): make demo, make check; the default, all,
+#                  adds the real node's kubelet, kube-proxy and CoreDNS, and helm
+#     --check      print the bin directory if it has them, else exit 1 (builds nothing)
 #
 #   AGENTIHOOKS_SWARM_CACHE   cache root (default: ~/.cache/agentihooks-swarm)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=tests/support/progress.sh
+source "$here/../support/progress.sh"
 cache_root="${AGENTIHOOKS_SWARM_CACHE:-$HOME/.cache/agentihooks-swarm}"
 kube_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd kwok helm)
 dns_tools=(coredns)
@@ -22,13 +33,42 @@ key="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" \
         | sha256sum | cut -c1-16)"
 bin="$cache_root/cluster-$key/bin"
 
+for_what=all
+check=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --check) check=1 ;;
+    --for)
+      for_what="${2:-}"
+      shift
+      ;;
+    *)
+      echo "usage: $0 [--for all|kwok] [--check]" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+case "$for_what" in
+  all) needed=("${kube_tools[@]}" "${dns_tools[@]}") ;;
+  kwok) needed=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok) ;;
+  *)
+    echo "build.sh: --for all or --for kwok, not '$for_what'" >&2
+    exit 2
+    ;;
+esac
+
 missing() { local tool; for tool in "$@"; do [ -x "$bin/$tool" ] || return 0; done; return 1; }
-if ! missing "${kube_tools[@]}" "${dns_tools[@]}"; then
+if ! missing "${needed[@]}"; then
   echo "$bin"
   exit 0
 fi
+[ "$check" = 1 ] && exit 1
 
-command -v go >/dev/null || { echo "build.sh: Go is required (https://go.dev/doc/install or apt-get install golang)" >&2; exit 1; }
+command -v go >/dev/null || {
+  echo "build.sh: Go is required to build the test cluster: install it (apt-get install golang-go, or https://go.dev/doc/install) and run this again" >&2
+  exit 1
+}
 k8s_version="$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")"
 minor="$(echo "$k8s_version" | cut -d. -f2)"
 ldflags="-s -w"
@@ -44,28 +84,57 @@ rm -rf "$tmp"
 mkdir -p "$tmp"
 [ -d "$bin" ] && cp -a "$bin/." "$tmp/"
 export GOFLAGS=-mod=mod CGO_ENABLED=0
-start=$(date +%s)
-if missing "${kube_tools[@]}"; then
-  echo "build.sh: building ${kube_tools[*]} for Kubernetes $k8s_version into $bin (first run only; about 10 min on 2 cores)" >&2
-  (
-    cd "$here"
-    go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler \
-      k8s.io/kubernetes/cmd/kubectl \
-      k8s.io/kubernetes/cmd/kubelet \
-      k8s.io/kubernetes/cmd/kube-proxy \
-      sigs.k8s.io/kwok/cmd/kwok \
-      helm.sh/helm/v4/cmd/helm \
-      ./etcd
-  )
+
+# One stage per missing binary: the first compiles most of what the others share (Go's build cache
+# keeps it), so it takes most of the time; each later one mostly links.
+kube_packages=(
+  k8s.io/kubernetes/cmd/kube-apiserver
+  k8s.io/kubernetes/cmd/kube-controller-manager
+  k8s.io/kubernetes/cmd/kube-scheduler
+  k8s.io/kubernetes/cmd/kubectl
+  k8s.io/kubernetes/cmd/kubelet
+  k8s.io/kubernetes/cmd/kube-proxy
+  ./etcd
+  sigs.k8s.io/kwok/cmd/kwok
+  helm.sh/helm/v4/cmd/helm
+)
+wanted=()
+for package in "${kube_packages[@]}"; do
+  tool="${package##*/}"
+  if [[ " ${needed[*]} " == *" $tool "* ]] && [ ! -x "$tmp/$tool" ]; then
+    wanted+=("$package")
+  fi
+done
+dns=0
+[[ " ${needed[*]} " == *" coredns "* ]] && missing "${dns_tools[@]}" && dns=1
+total=${#wanted[@]}
+[ "$total" -gt 0 ] && total=$((total + 1))
+[ "$dns" = 1 ] && total=$((total + 2))
+progress_begin "$cache_root/cluster-$key/build.log" "$total"
+# From the CPU time of cold builds here (18 and 23 CPU-minutes): a busy machine takes longer.
+if [ ! -x "$tmp/kube-apiserver" ] && [ "$for_what" = kwok ]; then
+  estimate="first run only: about 10 min on 2 free cores"
+elif [ ! -x "$tmp/kube-apiserver" ]; then
+  estimate="first run only: about 12 min on 2 free cores"
+else
+  estimate="only the missing ones: a few minutes"
 fi
-if missing "${dns_tools[@]}"; then
-  echo "build.sh: building coredns into $bin (first run only; about 2 min on 2 cores)" >&2
-  (cd "$here/coredns" && go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .)
+names=()
+for package in "${wanted[@]}"; do names+=("${package##*/}"); done
+[ "$dns" = 1 ] && names+=(coredns)
+progress_say "build.sh: building ${names[*]} (Kubernetes $k8s_version) from source ($estimate); details in $PROGRESS_LOG"
+# Downloads the modules those packages need (go list loads them; its output is not wanted).
+modules() { go -C "$1" list -deps "${@:2}" >/dev/null; }
+if [ "${#wanted[@]}" -gt 0 ]; then
+  progress_stage "Go modules" modules "$here" "${wanted[@]}"
+  for package in "${wanted[@]}"; do
+    progress_stage "${package##*/}" go -C "$here" build -trimpath -ldflags "$ldflags" -o "$tmp/" "$package"
+  done
+fi
+if [ "$dns" = 1 ]; then
+  progress_stage "Go modules (CoreDNS)" modules "$here/coredns" .
+  progress_stage coredns go -C "$here/coredns" build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .
 fi
 rm -rf "$bin"
 mv "$tmp" "$bin"
-echo "build.sh: built in $(( $(date +%s) - start ))s" >&2
 echo "$bin"

@@ -200,6 +200,9 @@ async def test_deleting_an_execution_cancels_and_cleans_up_its_attempt(
     assert "startup" not in retained["removed"]["pods"][0]  # A running worker is not refused.
 
 
+# Among the slowest tests, each checkpoint: two operator starts (before and after the SIGKILL),
+# the worker's 4 s run (it must be Running and handed before it fails, so final cleanup, not launch
+# removal, takes it) and the cleanup pass after the restart.
 @pytest.mark.parametrize(
     "checkpoint",
     ["after-journal-pin", "after-capture-save", "after-delete", "after-retained"],
@@ -290,9 +293,11 @@ async def test_two_replicas_capture_and_delete_once(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
+    # Before `operator`, so the proxy outlives the replicas: a stopping replica clears its kopf
+    # peering through it (with the proxy gone first, each retried for its whole 15 s stop timeout).
+    threaded_fault_proxy: FaultProxy,
     operator: OperatorFactory,
     redis_url: str,
-    threaded_fault_proxy: FaultProxy,
     tmp_path: Path,
 ) -> None:
     proxy = threaded_fault_proxy

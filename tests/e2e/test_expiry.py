@@ -227,6 +227,8 @@ async def test_a_done_execution_of_an_earlier_version_goes_without_its_kopf_fina
     )
 
 
+# Among the slowest tests: the operator stays stopped past the Execution's 4 s TTL (to show nobody
+# expired it meanwhile), then starts again, a second operator start.
 async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

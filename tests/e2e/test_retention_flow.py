@@ -17,6 +17,8 @@ from tests.support.fixtures_operator import OperatorFactory
 RETENTION = 6.0
 
 
+# Among the slowest tests: it waits out RETENTION after the Execution is Done (short enough to wait
+# for, long enough that the records are still there when Done is seen on a loaded machine).
 async def test_the_leader_sweeps_a_finished_execution_after_the_retention(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

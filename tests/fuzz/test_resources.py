@@ -245,6 +245,9 @@ async def _answer(api: client.ApiClient, namespace: str, case: Case, deadline: f
         await asyncio.sleep(0.5)
 
 
+# Among the slowest tests: CASES generated Swarms and Executions on the real API server with the
+# operator running, each given up to BOUND s to be answered, and QUIET s of watching the Invalid
+# ones for writes; fewer cases would explore less of the schemas.
 async def test_generated_swarms_and_executions_always_get_an_answer(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

@@ -100,6 +100,7 @@ async def remove(runtime: model.Runtime, attempt: model.Attempt, uid: str) -> la
 # --- what counts as refused ------------------------------------------------------------------------
 
 
+@pytest.mark.smoke  # make check's one integration test: a launch removal, capture then delete
 async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

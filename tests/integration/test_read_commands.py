@@ -51,6 +51,8 @@ async def run(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# Among the slowest tests on a loaded machine: it runs the documented read commands as users do,
+# six Python processes, each importing the operator's package.
 async def test_journal_and_retained_read_commands(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

@@ -113,6 +113,9 @@ def _reader(config: settings.Settings) -> Callable[[str], str | None]:
     return read
 
 
+# Among the slowest tests with min_replicas=1: two SIGKILLs and promotions, and between them the
+# old primary, restarted, is turned into a replica and resynced on Sentinel's own schedule, which
+# is most of the time; min_replicas=0 has one kill.
 @pytest.mark.parametrize("min_replicas", [1, 0])
 async def test_kill_the_primary_during_a_burst_of_refusals(
     min_replicas: int,

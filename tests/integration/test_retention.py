@@ -139,6 +139,8 @@ async def test_the_sweep_is_bounded_per_call(clocked: tuple[store_.AsyncStore, C
     assert await store.redis.zcard(store.key(SLUG, store_.RETENTION_INDEX)) == 0
 
 
+# Among the slowest tests by design: a soak, `duration` seconds of writes, of which all after three
+# retention periods must keep used_memory flat.
 async def test_soak_with_retention_in_seconds_keeps_used_memory_flat(redis_url: str) -> None:
     retention_seconds, duration, rate = 2.0, 16.0, 25  # executions per second
     log = "worker startup refused: planted kind refusal " * 350  # ~16 KiB per capture, stored 3 times

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import crds, pods
-from tests.support.cluster import STATE_ENV, ControlPlane, build, start
+from tests.support.cluster import ControlPlane, build, named_cluster, start
 from tests.support.operator_process import OperatorProcess
 from tests.support.redis_server import RedisServer
 
@@ -49,8 +49,9 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None, check: bo
     return done.stdout
 
 
-def step(text: str) -> None:
-    print(f"\n\033[1m== {text}\033[0m", flush=True)
+def step(text: str, *, gap: bool = False) -> None:
+    """A bold header; ``gap`` sets it off with a blank line (the record's sections)."""
+    print(f"{chr(10) if gap else ''}\033[1m== {text}\033[0m", flush=True)
 
 
 def wait(what: str, probe: Any, *, timeout: float = 60.0) -> None:
@@ -102,7 +103,7 @@ def demo(plane: ControlPlane, redis_url: str, workdir: Path) -> None:
             f"pod/{pod}",
             "--timeout=60s",
         )
-        print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod))
+        print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod).rstrip())
 
         step("a Swarm registered for 'registered-project', and an Execution for 'outside-project'")
         resources = f"""
@@ -124,7 +125,7 @@ spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
             lambda: not kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, "--ignore-not-found"),
         )
         step("kubectl get executions")
-        print(kubectl(plane, "get", "executions", "-n", NAMESPACE))
+        print(kubectl(plane, "get", "executions", "-n", NAMESPACE).rstrip())
         step(f"kubectl get pod {pod}")
         print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, check=False).strip() or "(gone)")
         step(f"events on execution/{execution}")
@@ -154,9 +155,9 @@ spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
                 f"involvedObject.name={execution}",
                 "-o",
                 "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
-            )
+            ).rstrip()
         )
-        step("the record, read with the documented command (python -c … SLUG EXECUTION)")
+        step("the record, read with the documented command (python -c … SLUG EXECUTION)", gap=True)
         env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
         raw = subprocess.run(
             [sys.executable, "-c", READ_COMMAND, SLUG, execution],
@@ -165,8 +166,8 @@ spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
             text=True,
             check=True,
         ).stdout
-        print(raw)
-        step(f"python -m agentihooks_swarm records startup {SLUG} {execution}")
+        print(raw.rstrip())
+        step(f"python -m agentihooks_swarm records startup {SLUG} {execution}", gap=True)
         subprocess.run(
             [sys.executable, "-m", "agentihooks_swarm", "records", "startup", SLUG, execution],
             env=env,
@@ -179,13 +180,12 @@ spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
 
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="agentihooks-swarm-demo-"))
-    state = os.environ.get(STATE_ENV)
+    named = named_cluster()
     with RedisServer() as redis_server:
-        if state:
-            demo(ControlPlane.load(Path(state)), redis_server.url, workdir)
+        if named is not None:
+            demo(named, redis_server.url, workdir)
             return 0
-        step("starting the local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
-        plane = start(workdir=workdir / "cluster", bin_dir=build())
+        plane = start(workdir=workdir / "cluster", bin_dir=build(only="kwok"), out=sys.stderr)
         try:
             demo(plane, redis_server.url, workdir)
         finally:

@@ -38,7 +38,16 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 
 from tests.support import scenarios
-from tests.support.cluster import STATE_ENV, ClusterError, ControlPlane, NodeKind, build, host, nodes
+from tests.support.cluster import (
+    STATE_ENV,
+    ClusterError,
+    ControlPlane,
+    NodeKind,
+    build,
+    host,
+    named_cluster,
+    nodes,
+)
 
 _BIN_DIR = pytest.StashKey[Path]()
 
@@ -65,32 +74,28 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     users = [item for item in session.items if "control_plane" in getattr(item, "fixturenames", ())]
+    if users and os.environ.get(STATE_ENV):
+        # A stale or dead cluster named by the environment: one clear message, not one per test.
+        try:
+            for kind in sorted({node_kind(item) for item in users}):
+                named_cluster(kind=kind)
+        except ClusterError as error:
+            pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
     if users and not os.environ.get(STATE_ENV):
-        session.config.stash[_BIN_DIR] = build()
+        kinds = {node_kind(item) for item in users}
+        session.config.stash[_BIN_DIR] = build(only="kwok" if kinds == {"kwok"} else None)
     if any(node_kind(item) == "real" for item in users):
         nodes.real_node_images()
-
-
-def _reused(kind: NodeKind) -> ControlPlane | None:
-    state = os.environ.get(STATE_ENV)
-    if not state:
-        return None
-    plane = ControlPlane.load(Path(state))
-    if plane.node_kind != kind:
-        return None
-    if not plane.healthy():
-        raise ClusterError(f"{STATE_ENV}={state}: that cluster is not healthy (cluster status)")
-    return plane
 
 
 def _session_plane(
     request: pytest.FixtureRequest, factory: pytest.TempPathFactory, kind: NodeKind
 ) -> Iterator[ControlPlane]:
-    reused = _reused(kind)
+    reused = named_cluster(kind=kind)
     if reused is not None:
         yield reused
         return
-    bin_dir = request.config.stash.get(_BIN_DIR, None) or build()
+    bin_dir = request.config.stash.get(_BIN_DIR, None) or build(only=kind)
     machine = host.snapshot() if kind == "real" else None
     plane = nodes.start(kind=kind, workdir=factory.mktemp(f"cluster-{kind}"), bin_dir=bin_dir)
     try:

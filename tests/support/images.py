@@ -28,6 +28,10 @@ stays in it between builds. Every working container made here is removed (``buil
 unmounts it) before the function that made it returns, and each build starts and ends by
 removing those a killed run left (on this storage only).
 
+A build prints one line per image it builds (``[2/3] operator image ... 2m10s``) and sends the
+tools' output to ``images/build.log`` under the cache, whose last lines a failure shows; a warm
+call prints nothing.
+
 Command line::
 
     python -m tests.support.images          # build what is missing; print "REF TAR" per image
@@ -44,14 +48,15 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tarfile
 import time
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
+
+from tests.support import progress
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 SUITE: Final = "bookworm"
@@ -111,10 +116,20 @@ _PURGE_PERL: Final = (
 )
 #: The pause image's process: PID 1 with a TERM/INT trap, so a stop ends it at once.
 _PAUSE_SCRIPT: Final = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"
+_BASE_PACKAGES: Final = ("python3", "python3-venv", "ca-certificates", "usr-is-merged")
+_REDIS_PACKAGES: Final = ("redis-server", "usr-is-merged")
+_REDIS_MAKE_DATA: Final = f'mkdir -p "$1/data" && chown {REDIS_USER} "$1/data" && chmod 0770 "$1/data"'
+_REDIS_CONFIG: Final = (
+    f"--user={REDIS_USER}",
+    "--workingdir=/data",
+    "--port=6379/tcp",
+    '--cmd=["redis-server", "--dir", "/data"]',
+)
 
 
-class ImageError(RuntimeError):
-    """An image could not be built: a tool is missing, or a build step failed."""
+class ImageError(progress.StageFailed):
+    """An image could not be built: a tool is missing, or a build step failed (the message has
+    the end of the build log, so a progress stage does not print it again)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,16 +142,24 @@ def cache_root() -> Path:
     return Path(root) / "images"
 
 
-def ensure_tools(*, tools: Mapping[str, str] = TOOLS) -> None:
+def missing_tools(*, tools: Mapping[str, str] = TOOLS) -> list[str]:
+    """The Debian packages of the commands in ``tools`` that are not on PATH."""
+    return sorted({package for command, package in tools.items() if shutil.which(command) is None})
+
+
+def ensure_tools(*, tools: Mapping[str, str] = TOOLS, log: Path | None = None) -> None:
     """Install the Debian packages of the commands that are missing (needs root and apt-get)."""
-    missing = sorted({package for command, package in tools.items() if shutil.which(command) is None})
+    missing = missing_tools(tools=tools)
     if not missing:
         return
     if shutil.which("apt-get") is None or os.geteuid() != 0:
-        raise ImageError(f"{', '.join(missing)} missing: run 'apt-get install {' '.join(missing)}' as root")
+        raise ImageError(
+            f"the real node's images are built with {', '.join(missing)}, which are not installed: run "
+            f"'sudo apt-get install {' '.join(missing)}' (or 'make system-deps' as root), then run this again"
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
-        _run(command, env=env, timeout=_APT_TIMEOUT_SECONDS)
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", *missing]):
+        _run(command, env=env, timeout=_APT_TIMEOUT_SECONDS, log=log)
 
 
 def buildah_works() -> bool:
@@ -218,37 +241,31 @@ def _ignored(path: Path) -> bool:
 # Processes: commands, buildah with this module's storage
 
 
+def build_log(cache: Path) -> Path:
+    """Where the tools' output goes: ``build.log`` in the cache (one build at a time holds it)."""
+    return cache / "build.log"
+
+
 def _run(
     argv: Sequence[str],
     *,
+    log: Path | None,
     env: Mapping[str, str] | None = None,
     timeout: float = _STEP_TIMEOUT_SECONDS,
     cwd: Path | None = None,
 ) -> str:
+    """Run a tool with its output in ``log``; its stdout is returned, a failure (with the log's
+    last lines) raised as :class:`ImageError`."""
     try:
-        result = subprocess.run(
-            list(argv),
-            env=None if env is None else dict(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as e:
-        raise ImageError(f"{' '.join(argv[:3])} … did not finish within {timeout:.0f} s") from e
-    if result.returncode != 0:
-        raise ImageError(
-            f"{' '.join(argv)} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-        )
-    return result.stdout
+        return progress.run(argv, log=log, env=env, cwd=cwd, timeout=timeout)
+    except progress.StageFailed as error:
+        raise ImageError(str(error)) from error
 
 
 def buildah(*args: str, cache: Path, timeout: float = _STEP_TIMEOUT_SECONDS) -> str:
     """Run buildah on this module's storage (``cache/buildah/storage``) and return its stdout."""
     storage = ["--root", str(cache / "buildah" / "storage"), "--runroot", str(cache / "buildah" / "run")]
-    return _run(["buildah", *storage, *args], timeout=timeout).strip()
+    return _run(["buildah", *storage, *args], timeout=timeout, log=build_log(cache)).strip()
 
 
 @contextlib.contextmanager
@@ -322,7 +339,13 @@ def _sweep(*, cache: Path) -> None:
 
 
 def _mmdebstrap(
-    *, out: Path, variant: str, packages: Sequence[str], sources: Sequence[str], hooks: Sequence[str]
+    *,
+    out: Path,
+    variant: str,
+    packages: Sequence[str],
+    sources: Sequence[str],
+    hooks: Sequence[str],
+    log: Path,
 ) -> None:
     argv = [
         "mmdebstrap",
@@ -336,7 +359,7 @@ def _mmdebstrap(
     if variant != "extract":
         argv += [f"--dpkgopt={option}" for option in _DPKG_SLIM]
     argv += [f"--customize-hook={hook}" for hook in hooks]
-    _run([*argv, SUITE, str(out), *sources])
+    _run([*argv, SUITE, str(out), *sources], log=log)
 
 
 def _commit_rootfs(
@@ -362,27 +385,36 @@ def _archive(*, ref: str, out: Path, cache: Path, keep: bool = False) -> None:
 # The images
 
 
-def debian_base(*, cache: Path, sources: Sequence[str]) -> str:
-    """The Debian base with python3 (and its venv module) in buildah's store; returns its ref."""
-    packages = ("python3", "python3-venv", "ca-certificates", "usr-is-merged")
-    key = _key(
+def _built(cache: Path, name: str, key: str, product: str) -> bool:
+    """Whether the cache has entry ``name-key`` (what :func:`_entry` would find)."""
+    return (cache / f"{name}-{key}" / product).exists()
+
+
+def _base_key(sources: Sequence[str]) -> str:
+    return _key(
         {
             "suite": SUITE,
             "sources": list(sources),
-            "packages": packages,
+            "packages": _BASE_PACKAGES,
             "slim": _DPKG_SLIM,
             "hook": _PURGE_PERL,
         }
     )
+
+
+def debian_base(*, cache: Path, sources: Sequence[str]) -> str:
+    """The Debian base with python3 (and its venv module) in buildah's store; returns its ref."""
+    key = _base_key(sources)
     ref = f"{_BASE_NAME}:{key}"
     with _entry(cache, "debian-python", key, "rootfs.tar") as (rootfs, partial):
         if partial is not None:
             _mmdebstrap(
                 out=partial / rootfs.name,
                 variant="apt",
-                packages=packages,
+                packages=_BASE_PACKAGES,
                 sources=sources,
                 hooks=[_PURGE_PERL],
+                log=build_log(cache),
             )
     if not _in_store(ref, cache=cache):
         _commit_rootfs(rootfs=rootfs, ref=ref, cache=cache, config=['--cmd=["python3"]'])
@@ -396,11 +428,15 @@ def debian_base(*, cache: Path, sources: Sequence[str]) -> str:
     return ref
 
 
+def _wheels_key(requirements: Sequence[str]) -> str:
+    return _key({"requirements": list(requirements), "python": PYTHON_VERSION, "platforms": WHEEL_PLATFORMS})
+
+
 def wheels(
     *, cache: Path, requirements: Sequence[str], pip: Sequence[str] = (sys.executable, "-m", "pip")
 ) -> Path:
     """A folder of wheels for ``requirements`` and their dependencies, for the base's CPython."""
-    key = _key({"requirements": list(requirements), "python": PYTHON_VERSION, "platforms": WHEEL_PLATFORMS})
+    key = _wheels_key(requirements)
     with _entry(cache, "wheels", key, "wheels") as (folder, partial):
         if partial is not None:
             _run(
@@ -415,7 +451,8 @@ def wheels(
                     f"--abi=cp{PYTHON_VERSION.replace('.', '')}",
                     f"--dest={partial / folder.name}",
                     *requirements,
-                ]
+                ],
+                log=build_log(cache),
             )
     return folder
 
@@ -430,20 +467,25 @@ def operator_requirements(*, repo: Path) -> list[str]:
     ]
 
 
-def operator_image(*, repo: Path, cache: Path, sources: Sequence[str], ref: str = OPERATOR_REF) -> Path:
-    """The repository's Dockerfile built offline on the Debian base; returns its docker-archive."""
-    base = debian_base(cache=cache, sources=sources)
-    wheel_dir = wheels(cache=cache, requirements=operator_requirements(repo=repo))
-    key = _key(
+def _operator_key(*, repo: Path, sources: Sequence[str], ref: str) -> str:
+    return _key(
         {
-            "base": base,
-            "wheels": wheel_dir.parent.name,
+            "base": f"{_BASE_NAME}:{_base_key(sources)}",
+            "wheels": f"wheels-{_wheels_key(operator_requirements(repo=repo))}",
             "context": _tree_digest(repo, CONTEXT_FILES, CONTEXT_TREES),
             "ref": ref,
         }
     )
+
+
+def operator_image(*, repo: Path, cache: Path, sources: Sequence[str], ref: str = OPERATOR_REF) -> Path:
+    """The repository's Dockerfile built offline on the Debian base; returns its docker-archive.
+    The base and the wheels are made (or found) only when the image itself is not cached."""
+    key = _operator_key(repo=repo, sources=sources, ref=ref)
     with _entry(cache, "operator", key, "image.tar") as (archive, partial):
         if partial is not None:
+            base = debian_base(cache=cache, sources=sources)
+            wheel_dir = wheels(cache=cache, requirements=operator_requirements(repo=repo))
             context = partial / "context"
             context.mkdir()
             for name in CONTEXT_FILES:
@@ -467,11 +509,8 @@ def operator_image(*, repo: Path, cache: Path, sources: Sequence[str], ref: str 
     return archive
 
 
-def busybox_image(
-    *, cache: Path, sources: Sequence[str], ref: str = BUSYBOX_REF, pause_ref: str = PAUSE_REF
-) -> tuple[Path, Path]:
-    """Busybox (worker containers) and pause (the sandbox), one shared layer; their archives."""
-    key = _key(
+def _busybox_key(*, sources: Sequence[str], ref: str, pause_ref: str) -> str:
+    return _key(
         {
             "suite": SUITE,
             "sources": list(sources),
@@ -479,11 +518,23 @@ def busybox_image(
             "pause": [pause_ref, PAUSE_USER, _PAUSE_SCRIPT],
         }
     )
+
+
+def busybox_image(
+    *, cache: Path, sources: Sequence[str], ref: str = BUSYBOX_REF, pause_ref: str = PAUSE_REF
+) -> tuple[Path, Path]:
+    """Busybox (worker containers) and pause (the sandbox), one shared layer; their archives."""
+    key = _busybox_key(sources=sources, ref=ref, pause_ref=pause_ref)
     with _entry(cache, "busybox", key, "busybox.tar") as (archive, partial):
         if partial is not None:
             extracted = partial / "extracted.tar"
             _mmdebstrap(
-                out=extracted, variant="extract", packages=["busybox-static"], sources=sources, hooks=[]
+                out=extracted,
+                variant="extract",
+                packages=["busybox-static"],
+                sources=sources,
+                hooks=[],
+                log=build_log(cache),
             )
             rootfs = partial / "rootfs.tar"
             _busybox_rootfs(extracted=extracted, out=rootfs)
@@ -537,61 +588,88 @@ def _busybox_rootfs(*, extracted: Path, out: Path) -> None:
             target.addfile(info, io.BytesIO(text.encode()))
 
 
-def redis_image(*, cache: Path, sources: Sequence[str], ref: str = REDIS_REF) -> Path:
-    """redis-server from Debian's package on the essential set, user 999, data in /data."""
-    packages = ("redis-server", "usr-is-merged")
-    make_data = f'mkdir -p "$1/data" && chown {REDIS_USER} "$1/data" && chmod 0770 "$1/data"'
-    config = (
-        f"--user={REDIS_USER}",
-        "--workingdir=/data",
-        "--port=6379/tcp",
-        '--cmd=["redis-server", "--dir", "/data"]',
-    )
-    key = _key(
+def _redis_key(*, sources: Sequence[str], ref: str) -> str:
+    return _key(
         {
             "suite": SUITE,
             "sources": list(sources),
-            "packages": packages,
+            "packages": _REDIS_PACKAGES,
             "slim": _DPKG_SLIM,
-            "hooks": [_PURGE_PERL, make_data],
-            "config": config,
+            "hooks": [_PURGE_PERL, _REDIS_MAKE_DATA],
+            "config": _REDIS_CONFIG,
             "ref": ref,
         }
     )
+
+
+def redis_image(*, cache: Path, sources: Sequence[str], ref: str = REDIS_REF) -> Path:
+    """redis-server from Debian's package on the essential set, user 999, data in /data."""
+    key = _redis_key(sources=sources, ref=ref)
     with _entry(cache, "redis", key, "image.tar") as (archive, partial):
         if partial is not None:
             rootfs = partial / "rootfs.tar"
             _mmdebstrap(
                 out=rootfs,
                 variant="essential",
-                packages=packages,
+                packages=_REDIS_PACKAGES,
                 sources=sources,
-                hooks=[_PURGE_PERL, make_data],
+                hooks=[_PURGE_PERL, _REDIS_MAKE_DATA],
+                log=build_log(cache),
             )
             _commit_rootfs(
                 rootfs=rootfs,
                 ref=ref,
                 cache=cache,
-                config=config,
+                config=_REDIS_CONFIG,
             )
             rootfs.unlink()
             _archive(ref=ref, out=partial / archive.name, cache=cache)
     return archive
 
 
-def all_images(*, repo: Path = REPO_ROOT, cache: Path | None = None) -> dict[str, Path]:
-    """Every image the real node runs, image ref → docker-archive tar (built when missing)."""
+def all_images(
+    *, repo: Path = REPO_ROOT, cache: Path | None = None, out: TextIO | None = sys.stderr
+) -> dict[str, Path]:
+    """Every image the real node runs, image ref → docker-archive tar (built when missing).
+
+    Each image built is one progress line on ``out`` (``None``: silent); a warm call prints
+    nothing."""
     cache = cache_root() if cache is None else cache
     with _locked(cache):
-        ensure_tools()
         sources = debian_sources()
-        busybox, pause = busybox_image(cache=cache, sources=sources)
-        return {
-            OPERATOR_REF: operator_image(repo=repo, cache=cache, sources=sources),
-            BUSYBOX_REF: busybox,
-            PAUSE_REF: pause,
-            REDIS_REF: redis_image(cache=cache, sources=sources),
+        tools = missing_tools()
+        todo = {
+            "busybox": not _built(
+                cache,
+                "busybox",
+                _busybox_key(sources=sources, ref=BUSYBOX_REF, pause_ref=PAUSE_REF),
+                "busybox.tar",
+            ),
+            "operator": not _built(
+                cache, "operator", _operator_key(repo=repo, sources=sources, ref=OPERATOR_REF), "image.tar"
+            ),
+            "redis": not _built(cache, "redis", _redis_key(sources=sources, ref=REDIS_REF), "image.tar"),
         }
+        stages = sum(todo.values()) + bool(tools)
+        steps = progress.Progress(log=build_log(cache), total=stages, out=out) if stages else None
+
+        def stage(needed: bool, name: str) -> contextlib.AbstractContextManager[None]:
+            return steps.stage(name) if steps is not None and needed else contextlib.nullcontext()
+
+        if steps is not None:
+            steps.say(
+                "images: building the real node's images from Debian's packages (first run only: about"
+                f" 6 min); details in {steps.log}"
+            )
+        with stage(bool(tools), f"install {' '.join(tools)}"):
+            ensure_tools(log=build_log(cache))
+        with stage(todo["busybox"], "busybox and pause images (mmdebstrap, buildah)"):
+            busybox, pause = busybox_image(cache=cache, sources=sources)
+        with stage(todo["operator"], "operator image (Debian base, wheels, the Dockerfile)"):
+            operator = operator_image(repo=repo, cache=cache, sources=sources)
+        with stage(todo["redis"], "redis image"):
+            redis = redis_image(cache=cache, sources=sources)
+        return {OPERATOR_REF: operator, BUSYBOX_REF: busybox, PAUSE_REF: pause, REDIS_REF: redis}
 
 
 def archive_config(archive: Path) -> dict[str, Any]:

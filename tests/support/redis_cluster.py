@@ -27,7 +27,10 @@ NODE_TIMEOUT_MS = 1000
 def redis_cli() -> str:
     found = shutil.which("redis-cli")
     if found is None:
-        raise RedisServerError("redis-cli is not installed (Debian package redis-tools)")
+        raise RedisServerError(
+            "redis-cli is not installed: run 'make system-deps-kwok' as root, or"
+            " 'sudo apt-get install redis-tools'"
+        )
     return found
 
 

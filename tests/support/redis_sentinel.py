@@ -52,7 +52,10 @@ class Sentinel:
         )
         binary = shutil.which("redis-sentinel")
         if binary is None:
-            raise RedisServerError("redis-sentinel is not installed (Debian package redis-sentinel)")
+            raise RedisServerError(
+                "redis-sentinel is not installed: run 'make system-deps' as root, or"
+                " 'sudo apt-get install redis-sentinel'"
+            )
         self._process = subprocess.Popen(
             [binary, str(config)],
             stdin=subprocess.DEVNULL,

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+from tests.support import progress
+
 __all__ = [
     "RedisServer",
     "RedisServerError",
@@ -64,38 +66,28 @@ def ensure_redis_server_binary() -> str:
             return found
         if shutil.which("apt-get") is None:
             raise RedisServerError(
-                "redis-server is not installed and apt-get is not available; "
-                "install the 'redis-server' package by hand"
+                "redis-server is not installed and apt-get is not available: install Redis"
+                " (redis-server and redis-cli on PATH), then run this again"
             )
         if os.geteuid() != 0:
             raise RedisServerError(
-                "redis-server is not installed and this process is not root; run "
-                "'apt-get update && apt-get install -y redis-server' as root"
+                "redis-server is not installed, and installing it needs root: run"
+                " 'sudo apt-get install redis-server' (or 'make system-deps-kwok' as root)"
             )
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for command in (
-            ["apt-get", "update"],
-            ["apt-get", "install", "-y", "--no-install-recommends", "redis-server"],
-        ):
-            try:
-                result = subprocess.run(
-                    command,
+        steps = progress.Progress(log=progress.log_path("redis-server.log"), total=2)
+        steps.say(f"redis-server is not installed: installing Debian's package; details in {steps.log}")
+        try:
+            with steps.stage("apt-get update"):
+                steps.run(["apt-get", "update"], env=env, timeout=_APT_TIMEOUT_SECONDS)
+            with steps.stage("apt-get install redis-server"):
+                steps.run(
+                    ["apt-get", "install", "-y", "--no-install-recommends", "redis-server"],
                     env=env,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
                     timeout=_APT_TIMEOUT_SECONDS,
-                    check=False,
                 )
-            except subprocess.TimeoutExpired as exc:
-                raise RedisServerError(
-                    f"{' '.join(command)} did not finish within {_APT_TIMEOUT_SECONDS:.0f}s"
-                ) from exc
-            if result.returncode != 0:
-                raise RedisServerError(
-                    f"installing redis-server failed: {' '.join(command)} exited "
-                    f"{result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-                )
+        except progress.StageFailed as error:
+            raise RedisServerError(f"installing redis-server failed: {error}") from error
         found = shutil.which("redis-server")
         if found is None:
             raise RedisServerError("apt-get installed 'redis-server' but the binary is not on PATH")
@@ -246,9 +238,16 @@ class RedisServer:
         while True:
             if process.poll() is not None:
                 self._process = None
+                tail = self._log_tail()
+                taken = (
+                    f"\nport {self._port} is taken by another process ('ss -ltnp sport = :{self._port}'"
+                    " shows which): stop it, or give RedisServer another port (or none, to have one chosen)"
+                    if "Address already in use" in tail
+                    else ""
+                )
                 raise RedisServerError(
                     f"redis-server exited with {process.returncode} while starting on port "
-                    f"{self._port}:\n{self._log_tail()}"
+                    f"{self._port}:\n{tail}{taken}"
                 )
             if self._ping_once(timeout=0.5):
                 return

@@ -25,7 +25,7 @@ its containers, then restores the machine), an ``atexit`` hook stops any cluster
 and children get ``PR_SET_PDEATHSIG`` so they die with the process that started them.
 """
 
-from tests.support.cluster.cli import STATE_ENV, STATE_FILE, main, state_dir
+from tests.support.cluster.cli import STATE_ENV, STATE_FILE, main, named_cluster, state_dir
 from tests.support.cluster.control_plane import (
     KUBERNETES_VERSION,
     POD_CIDR,
@@ -56,6 +56,7 @@ __all__ = [
     "build",
     "condition_true",
     "main",
+    "named_cluster",
     "start",
     "state_dir",
     "write_kubeconfig",

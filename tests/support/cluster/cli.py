@@ -27,6 +27,41 @@ def state_dir() -> Path:
     return Path(os.environ.get("TMPDIR") or "/tmp") / "agentihooks-swarm-cluster"
 
 
+def named_cluster(*, kind: nodes.NodeKind | None = None) -> ControlPlane | None:
+    """The running cluster :data:`STATE_ENV` names (``eval "$(… cluster env)"`` sets it), or None
+    when it is unset or names a cluster of another ``kind``.
+
+    A variable left from a cluster since stopped, or a cluster that does not answer, is a
+    :class:`ClusterError` that names the variable and says what to do.
+    """
+    state = os.environ.get(STATE_ENV)
+    if not state:
+        return None
+    again = 'make cluster-up && eval "$(.venv/bin/python -m tests.support.cluster env)"'
+    try:
+        plane = ControlPlane.load(Path(state))
+    except FileNotFoundError:
+        raise ClusterError(
+            f"{STATE_ENV}={state}, but that file is gone: the cluster it named was stopped (make"
+            f" cluster-down) after it was set. Run 'unset {STATE_ENV}' and the tests start a cluster"
+            f" of their own, or start one and point at it again: {again}"
+        ) from None
+    except (OSError, ValueError, KeyError) as error:
+        raise ClusterError(
+            f"{STATE_ENV}={state}: not a cluster state file ({error!r}). Run 'unset {STATE_ENV}',"
+            f" or start a cluster and point at it again: {again}"
+        ) from error
+    if kind is not None and plane.node_kind != kind:
+        return None
+    if not plane.healthy():
+        raise ClusterError(
+            f"{STATE_ENV}={state} names a cluster that does not answer ('make cluster-status' shows"
+            f" what is down). Run 'unset {STATE_ENV}' and the tests start a cluster of their own, or"
+            f" start it again: make cluster-down && {again}"
+        )
+    return plane
+
+
 def _load_state() -> ControlPlane | None:
     path = state_dir() / STATE_FILE
     if not path.exists():
@@ -53,7 +88,7 @@ def _cli_up(node: nodes.NodeKind) -> int:
         existing.stop()
     shutil.rmtree(state_dir(), ignore_errors=True)
     began = time.monotonic()
-    plane = nodes.start(kind=node, workdir=state_dir(), detached=True)
+    plane = nodes.start(kind=node, workdir=state_dir(), detached=True, out=sys.stderr)
     if node == "real":
         host.adopt(workdir=plane.workdir, owner=0)  # no owning process: `down` releases it
     plane.save(state_dir() / STATE_FILE)

@@ -31,8 +31,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TextIO
 
+from tests.support import progress
 from tests.support.cluster import host as _host, kwok_node, real_node
 from tests.support.cluster.pki import ADMIN_USER, make_pki, write_kubeconfig
 from tests.support.cluster.processes import (
@@ -74,16 +75,17 @@ _REAL_NODE_CONTROLLERS: Final = (
 )
 
 
-def build(*, quiet: bool = False) -> Path:
-    """Build the binaries (once; cached) with ``tests/cluster/build.sh`` and return the bin dir."""
+def build(*, quiet: bool = False, only: NodeKind | None = None) -> Path:
+    """Build the binaries (once; cached) with ``tests/cluster/build.sh`` and return the bin dir;
+    ``only="kwok"`` builds only what a kwok cluster runs (no kubelet, kube-proxy, CoreDNS, helm)."""
     result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), *(["--for", "kwok"] if only == "kwok" else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if quiet else None,
         check=False,
     )
     if result.returncode != 0:
-        detail = result.stderr.decode(errors="replace")[-4000:] if quiet else "see the output above"
+        detail = result.stderr.decode(errors="replace")[-4000:] if quiet else "its output is above"
         raise ClusterError(f"{BUILD_SCRIPT} failed with exit code {result.returncode}: {detail}")
     lines = result.stdout.decode().strip().splitlines()
     if not lines:
@@ -275,6 +277,11 @@ def _stop_leftovers() -> None:
             plane.stop()
 
 
+#: The stages :func:`start` reports, by node: certificates, etcd and kube-apiserver; the node's;
+#: the controllers, scheduler and tokens.
+STAGES: Final[dict[NodeKind, int]] = {"kwok": 3 + 1 + 1, "real": 3 + real_node.STAGES + 1}
+
+
 def start(
     *,
     workdir: Path,
@@ -283,6 +290,7 @@ def start(
     detached: bool = False,
     node: NodeKind = "kwok",
     images: real_node.Images | None = None,
+    out: TextIO | None = None,
 ) -> ControlPlane:
     """Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the node.
 
@@ -290,7 +298,8 @@ def start(
     ``default`` ServiceAccount of namespace ``default`` exists and gets tokens. A port taken by
     someone else between choosing and binding it costs a retry with fresh ports. ``node="real"``
     first claims this machine's one real node (:func:`.host.claim`, which cleans up after a run
-    that was killed), prepares the host and loads ``images`` into the node.
+    that was killed), prepares the host and loads ``images`` into the node. With ``out``, one
+    line per stage goes there (:mod:`tests.support.progress`).
     """
     if node == "real" and images is None:
         raise ValueError("a real node needs its images (real_node.Images)")
@@ -298,6 +307,8 @@ def start(
     bin_dir = bin_dir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + (timeout if node == "kwok" else max(timeout, 300.0))
+    steps = progress.Progress(total=STAGES[node], out=out)
+    steps.say(f"cluster: starting the control plane and a {node} node; logs in {workdir / 'log'}")
     if node == "real":
         _host.claim(workdir=workdir)
     attempts = 3
@@ -311,12 +322,16 @@ def start(
                     detached=detached,
                     node=node,
                     images=images,
+                    steps=steps,
                 )
             except ClusterError as error:
                 if attempt == attempts or "address already in use" not in str(error):
                     raise
                 shutil.rmtree(workdir / "etcd", ignore_errors=True)
                 (workdir / "log").rename(workdir / f"log.failed-{attempt}")
+                steps.again(
+                    f"cluster: a port was taken before its server bound it; try {attempt + 1}/{attempts}"
+                )
     except BaseException:
         if node == "real":
             _host.release(workdir=workdir)
@@ -332,11 +347,13 @@ def _start_once(
     detached: bool,
     node: NodeKind,
     images: real_node.Images | None,
+    steps: progress.Progress,
 ) -> ControlPlane:
     node_name = kwok_node.NODE_NAME if node == "kwok" else real_node.NODE_NAME
     address = "127.0.0.1" if node == "kwok" else _host.NODE_IP
     pki = workdir / "pki"
-    make_pki(pki, node_name=node_name, node_ip=address, real_node=node == "real")
+    with steps.stage("certificates (openssl)"):
+        make_pki(pki, node_name=node_name, node_ip=address, real_node=node == "real")
     admin_token = secrets.token_hex(24)
     (pki / "tokens.csv").write_text(f'{admin_token},{ADMIN_USER},{ADMIN_USER}-uid,"system:masters"\n')
     (pki / "tokens.csv").chmod(0o600)
@@ -387,13 +404,16 @@ def _start_once(
                 "scheduler": scheduler_port,
                 "apiserver": api_port,
             },
+            steps=steps,
         )
         if node == "kwok":
-            kwok_node.start(plane, starter, pki=pki, port=node_port)
+            with steps.stage("kwok node (serving planted logs)"):
+                kwok_node.start(plane, starter, pki=pki, port=node_port)
         else:
             assert images is not None
-            real_node.start(plane, starter, pki=pki, images=images)
-        _wait_usable(plane, starter, kcm_port=kcm_port, scheduler_port=scheduler_port)
+            real_node.start(plane, starter, pki=pki, images=images, steps=steps)
+        with steps.stage("controllers, scheduler and ServiceAccount tokens"):
+            _wait_usable(plane, starter, kcm_port=kcm_port, scheduler_port=scheduler_port)
     except BaseException:
         plane.stop()
         raise
@@ -401,54 +421,28 @@ def _start_once(
 
 
 def _start_control_plane(
-    plane: ControlPlane, starter: Starter, *, pki: Path, ports: Mapping[str, int]
+    plane: ControlPlane, starter: Starter, *, pki: Path, ports: Mapping[str, int], steps: progress.Progress
 ) -> None:
+    """etcd, then kube-apiserver, each up before the next; kube-controller-manager and
+    kube-scheduler are started last and waited for later (:func:`_wait_usable`), while the node
+    starts."""
     binary = plane.bin_dir.joinpath
     real = plane.node_kind == "real"
-    address = plane.server.removeprefix("https://").rsplit(":", 1)[0]
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
-    starter.spawn(
-        "etcd",
-        [
-            str(binary("etcd")),
-            f"--data-dir={plane.workdir / 'etcd'}",
-            f"--listen-client-url={etcd_url}",
-            f"--listen-peer-url=http://127.0.0.1:{ports['etcd-peer']}",
-        ],
-    )
-    starter.wait("etcd /health", lambda: http_ok(f"{etcd_url}/health", b'"health":"true"'))
+    with steps.stage("etcd"):
+        starter.spawn(
+            "etcd",
+            [
+                str(binary("etcd")),
+                f"--data-dir={plane.workdir / 'etcd'}",
+                f"--listen-client-url={etcd_url}",
+                f"--listen-peer-url=http://127.0.0.1:{ports['etcd-peer']}",
+            ],
+        )
+        starter.wait("etcd /health", lambda: http_ok(f"{etcd_url}/health", b'"health":"true"'))
 
-    starter.spawn(
-        "kube-apiserver",
-        [
-            str(binary("kube-apiserver")),
-            f"--etcd-servers={etcd_url}",
-            f"--bind-address={address}",
-            f"--advertise-address={address}",
-            f"--secure-port={ports['apiserver']}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--token-auth-file={pki / 'tokens.csv'}",
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction,PodSecurity",
-            "--allow-privileged=true",  # as in kind: Pod Security admission decides, not this flag
-            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-            f"--kubelet-certificate-authority={pki / 'ca.crt'}",
-            "--kubelet-preferred-address-types=InternalIP",
-            # On 127.0.0.1 the default reconciler would publish a loopback `kubernetes` Endpoints,
-            # which validation rejects; the kwok tests need no `kubernetes` Service. The real
-            # node's Pods reach the apiserver through it, at the node's address.
-            *([] if real else ["--endpoint-reconciler-type=none"]),
-            "--profiling=false",
-        ],
-    )
-    starter.wait("kube-apiserver /readyz", lambda: api_ok(plane, "/readyz"))
+    with steps.stage("kube-apiserver"):
+        _start_apiserver(plane, starter, pki=pki, etcd_url=etcd_url, port=ports["apiserver"])
 
     kubeconfig = str(plane.kubeconfig)
     controllers = _CONTROLLERS + (_REAL_NODE_CONTROLLERS if real else ())
@@ -482,6 +476,43 @@ def _start_control_plane(
             "--profiling=false",
         ],
     )
+
+
+def _start_apiserver(plane: ControlPlane, starter: Starter, *, pki: Path, etcd_url: str, port: int) -> None:
+    binary = plane.bin_dir.joinpath
+    real = plane.node_kind == "real"
+    address = plane.server.removeprefix("https://").rsplit(":", 1)[0]
+    starter.spawn(
+        "kube-apiserver",
+        [
+            str(binary("kube-apiserver")),
+            f"--etcd-servers={etcd_url}",
+            f"--bind-address={address}",
+            f"--advertise-address={address}",
+            f"--secure-port={port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--token-auth-file={pki / 'tokens.csv'}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction,PodSecurity",
+            "--allow-privileged=true",  # as in kind: Pod Security admission decides, not this flag
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP",
+            # On 127.0.0.1 the default reconciler would publish a loopback `kubernetes` Endpoints,
+            # which validation rejects; the kwok tests need no `kubernetes` Service. The real
+            # node's Pods reach the apiserver through it, at the node's address.
+            *([] if real else ["--endpoint-reconciler-type=none"]),
+            "--profiling=false",
+        ],
+    )
+    starter.wait("kube-apiserver /readyz", lambda: api_ok(plane, "/readyz"))
 
 
 def _wait_usable(plane: ControlPlane, starter: Starter, *, kcm_port: int, scheduler_port: int) -> None:

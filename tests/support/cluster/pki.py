@@ -21,7 +21,13 @@ KUBERNETES_SERVICE_IP: Final = "10.96.0.1"
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, check=False)
+    try:
+        result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, check=False)
+    except FileNotFoundError:
+        raise ClusterError(
+            "openssl is not installed (the cluster's certificates are made with it): run"
+            " 'make system-deps-kwok' as root, or 'sudo apt-get install openssl'"
+        ) from None
     if result.returncode != 0:
         raise ClusterError(f"openssl {' '.join(args)} failed: {result.stderr.decode(errors='replace')}")
 

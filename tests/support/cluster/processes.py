@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import IO, Final, TypeVar
 
 POLL_INTERVAL: Final = 0.05
 _T = TypeVar("_T")
@@ -143,6 +143,30 @@ def free_ports(count: int, *, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+def _popen(
+    name: str, argv: Sequence[str], *, stdout: IO[bytes], cwd: Path, env: Mapping[str, str], tied: bool
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session; a program that is not there is a :class:`ClusterError`
+    that says where it comes from."""
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+            preexec_fn=_tie_to_parent if tied else None,
+        )
+    except FileNotFoundError:
+        raise ClusterError(
+            f"{name}: {argv[0]} is not there. The cluster's own binaries come from 'make binaries'"
+            " (tests/cluster/build.sh); containerd and the real node's other programs from"
+            " 'make system-deps' (as root)"
+        ) from None
+
+
 class Starter:
     """Starts processes into ``children`` (logs under ``workdir/log``) and waits on conditions,
     turning a dead child or a deadline into a :class:`ClusterError` with every child's log tail."""
@@ -169,15 +193,13 @@ class Starter:
         with log.open("ab") as out:
             out.write(f"$ {shlex.join(argv)}\n".encode())
             out.flush()
-            popen = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
+            popen = _popen(
+                name,
+                argv,
                 stdout=out,
-                stderr=subprocess.STDOUT,
                 cwd=self.workdir,
                 env={**os.environ, **(env or {})},
-                start_new_session=True,
-                preexec_fn=_tie_to_parent if tied else None,
+                tied=tied,
             )
         child = Child(name=name, pid=popen.pid, log=log, popen=popen)
         self.children.append(child)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -35,10 +36,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
+from tests.support import progress
 from tests.support.cluster import host
 from tests.support.cluster.pki import write_kubeconfig
 from tests.support.cluster.processes import Child, ClusterError, Starter, free_ports, kill_groups
@@ -52,6 +54,8 @@ CLUSTER_DOMAIN: Final = "cluster.local"
 #: Debian packages the real node needs (``ctr`` comes with containerd).
 PACKAGES: Final = ("containerd", "runc", "containernetworking-plugins", "iptables", "nftables")
 CNI_BIN_DIR: Final = "/usr/lib/cni"
+#: The progress stages of :func:`start`.
+STAGES: Final = 4
 #: Registries a Pod's image name may point at by default; each goes to a closed loopback port.
 _BLOCKED_REGISTRIES: Final = (
     "docker.io",
@@ -73,7 +77,7 @@ class Images:
     sandbox: str
 
 
-def ensure_packages() -> None:
+def ensure_packages(*, out: TextIO | None = None) -> None:
     """Install the Debian packages the node needs when a command of theirs is missing (root)."""
     needed = {"containerd": "containerd", "runc": "runc", "iptables": "iptables", "nft": "nftables"}
     missing = [package for command, package in needed.items() if shutil.which(command) is None]
@@ -81,11 +85,21 @@ def ensure_packages() -> None:
         missing.append("containernetworking-plugins")
     if not missing:
         return
+    if os.geteuid() != 0:
+        raise ClusterError(
+            f"the real node needs the Debian packages {' '.join(missing)}, and installing them needs root:"
+            f" run 'sudo apt-get install {' '.join(missing)}' (or 'make system-deps' as root)"
+        )
     env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-        if done.returncode != 0:
-            raise ClusterError(f"{' '.join(argv)} failed: {done.stderr[-2000:]}")
+    steps = progress.Progress(log=progress.log_path("real-node-packages.log"), total=2, out=out)
+    steps.say(f"cluster: installing the real node's Debian packages; details in {steps.log}")
+    try:
+        with steps.stage("apt-get update"):
+            steps.run(["apt-get", "update"], env=env)
+        with steps.stage(f"apt-get install {' '.join(missing)}"):
+            steps.run(["apt-get", "install", "-y", *missing], env=env)
+    except progress.StageFailed as error:
+        raise ClusterError(str(error)) from error
 
 
 def containerd_socket(workdir: Path) -> Path:
@@ -101,13 +115,32 @@ def ctr(workdir: Path, *args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
-def start(plane: ControlPlane, starter: Starter, *, pki: Path, images: Images) -> None:
+def start(
+    plane: ControlPlane, starter: Starter, *, pki: Path, images: Images, steps: progress.Progress
+) -> None:
     """Start containerd (loading ``images``), the kubelet, kube-proxy and CoreDNS; return once the
-    node is Ready and untainted and DNS answers."""
-    from tests.support.cluster import control_plane as cp
-
+    node is Ready and untainted and DNS answers. :data:`STAGES` stages on ``steps``."""
     workdir = plane.workdir
     kubelet_port, healthz_port, proxy_healthz, proxy_metrics, dns_health, dns_ready = free_ports(6)
+    with steps.stage("containerd, and the images imported into it"):
+        _start_containerd(workdir, starter, images=images)
+    with steps.stage("kubelet"):
+        _start_kubelet(plane, starter, pki=pki, kubelet_port=kubelet_port, healthz_port=healthz_port)
+    with steps.stage("kube-proxy and CoreDNS"):
+        _start_network(
+            plane,
+            starter,
+            pki=pki,
+            proxy_healthz=proxy_healthz,
+            proxy_metrics=proxy_metrics,
+            dns_health=dns_health,
+            dns_ready=dns_ready,
+        )
+    with steps.stage("volume provisioner"):
+        _start_provisioner(plane, starter)
+
+
+def _start_containerd(workdir: Path, starter: Starter, *, images: Images) -> None:
     containerd_config = _write_containerd_config(workdir, sandbox_image=images.sandbox)
     starter.spawn("containerd", ["containerd", "--config", str(containerd_config)])
     starter.wait("containerd to answer", lambda: bool(ctr(workdir, "version", timeout=5)) or None)
@@ -116,6 +149,13 @@ def start(plane: ControlPlane, starter: Starter, *, pki: Path, images: Images) -
         if reference not in ctr(workdir, "images", "list", "-q"):
             raise ClusterError(f"importing {archive} did not give image {reference}")
 
+
+def _start_kubelet(
+    plane: ControlPlane, starter: Starter, *, pki: Path, kubelet_port: int, healthz_port: int
+) -> None:
+    from tests.support.cluster import control_plane as cp
+
+    workdir = plane.workdir
     kubelet_kubeconfig = write_kubeconfig(
         path=workdir / "kubelet.kubeconfig",
         server=plane.server,
@@ -140,6 +180,21 @@ def start(plane: ControlPlane, starter: Starter, *, pki: Path, images: Images) -
     )
     starter.wait(f"Node {NODE_NAME} Ready and untainted", lambda: cp.node_ready(plane, port=kubelet_port))
 
+
+def _start_network(
+    plane: ControlPlane,
+    starter: Starter,
+    *,
+    pki: Path,
+    proxy_healthz: int,
+    proxy_metrics: int,
+    dns_health: int,
+    dns_ready: int,
+) -> None:
+    """kube-proxy (the Services) and CoreDNS (their names)."""
+    from tests.support.cluster import control_plane as cp
+
+    workdir = plane.workdir
     proxy_kubeconfig = write_kubeconfig(
         path=workdir / "kube-proxy.kubeconfig",
         server=plane.server,
@@ -195,6 +250,11 @@ def start(plane: ControlPlane, starter: Starter, *, pki: Path, images: Images) -
     starter.spawn("coredns", [str(plane.bin_dir / "coredns"), "-conf", str(corefile)])
     starter.wait("CoreDNS /ready", lambda: cp.http_ok(f"http://127.0.0.1:{dns_ready}/ready", b"OK"))
 
+
+def _start_provisioner(plane: ControlPlane, starter: Starter) -> None:
+    from tests.support.cluster import control_plane as cp
+
+    workdir = plane.workdir
     state = workdir / "provisioner-state.json"
     plane.save(state)
     starter.spawn(

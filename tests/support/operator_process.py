@@ -29,6 +29,7 @@ class OperatorProcess:
         env: Mapping[str, str] | None = None,
         standalone: bool = True,
         peering: str | None = None,
+        verbose: bool = True,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.redis_url = redis_url
@@ -37,6 +38,7 @@ class OperatorProcess:
         self.extra_env = dict(env or {})
         self.standalone = standalone
         self.peering = peering
+        self.verbose = verbose
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -60,7 +62,9 @@ class OperatorProcess:
     def start(self, *, timeout: float = 30.0) -> None:
         if self.popen is not None and self.popen.poll() is None:
             raise RuntimeError("the operator is already running")
-        args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace, "--verbose"]
+        args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace]
+        if self.verbose:
+            args.append("--verbose")
         if self.peering is not None:
             args.append(f"--peering={self.peering}")
         elif self.standalone:

@@ -77,7 +77,7 @@ class Injector:
         record = Injected(kind=fault.kind, planned_at=fault.at, started=self.now(), target=fault.target or "")
         self.ledger.injected.append(record)
         try:
-            record.detail = await self._inject(fault)
+            record.detail = await self._inject(fault, record)
         except Exception as error:  # A fault that could not be injected is reported, not fatal.
             record.ok = False
             record.detail = f"{type(error).__name__}: {error}"
@@ -89,18 +89,33 @@ class Injector:
             flush=True,
         )
 
-    async def _inject(self, fault: FaultPlan) -> str:
+    async def _target(self, fault: FaultPlan, record: Injected) -> Replica:
+        """The replica a targeted fault hits: the leader (or, for ``standby``, the other one)."""
+        leader = await asyncio.to_thread(self.rig.leader)
+        replicas = list(self.rig.replicas.values())
+        if leader is None:
+            chosen = replicas[0]
+        elif fault.target == "leader":
+            chosen = leader
+        else:
+            chosen = next(r for r in replicas if r is not leader)
+        record.target = (
+            f"{fault.target}={chosen.name}" if leader is not None else f"{chosen.name} (no leader)"
+        )
+        return chosen
+
+    async def _inject(self, fault: FaultPlan, record: Injected) -> str:
         kind = fault.kind
         if kind.startswith("api-"):
-            return await self._api(fault)
+            return await self._api(fault, await self._target(fault, record))
         if kind == "redis-partition":
-            assert fault.target is not None
-            self.rig.network.partition(fault.target)
+            replica = await self._target(fault, record)
+            self.rig.network.partition(replica.name)
             try:
                 await asyncio.sleep(fault.seconds)
             finally:
-                self.rig.network.heal(fault.target)
-            return f"operator {fault.target} cut off Redis for {fault.seconds:.1f}s"
+                self.rig.network.heal(replica.name)
+            return f"operator {replica.name} cut off Redis for {fault.seconds:.1f}s"
         if kind in ("leader-kill", "standby-kill"):
             return await self._kill_operator(fault)
         if kind == "rolling-restart":
@@ -117,9 +132,8 @@ class Injector:
         }[kind]
         return await self._restart_child(name)
 
-    async def _api(self, fault: FaultPlan) -> str:
-        assert fault.target is not None
-        proxy = self.rig.replicas[fault.target].proxy
+    async def _api(self, fault: FaultPlan, replica: Replica) -> str:
+        proxy = replica.proxy
         rules: list[Rule] = []
         if fault.kind == "api-5xx":
             rules.append(proxy.add_rule(path=".*", action=Respond(status=fault.status)))
@@ -132,7 +146,9 @@ class Injector:
         elif fault.kind == "api-slow":
             # Answered late, after the server acted: a client that gave up does not know it did.
             rules.append(
-                proxy.add_rule(path=".*", query=NOT_WATCH, action=Delay(seconds=2.5, after_forward=True))
+                proxy.add_rule(
+                    path=".*", query=NOT_WATCH, action=Delay(seconds=fault.delay, after_forward=True)
+                )
             )
         elif fault.kind == "api-watch-error":
             rules.append(proxy.add_rule(path=".*", query=WATCH_QUERY, action=WatchError()))
@@ -142,7 +158,8 @@ class Injector:
             for rule in rules:
                 proxy.remove_rule(rule)
         hits = sum(rule.hits for rule in rules)
-        return f"operator {fault.target}'s API for {fault.seconds:.1f}s ({hits} requests hit)"
+        late = f", answers {fault.delay:.1f}s late" if fault.kind == "api-slow" else ""
+        return f"operator {replica.name}'s API for {fault.seconds:.1f}s{late} ({hits} requests hit)"
 
     async def _kill_operator(self, fault: FaultPlan) -> str:
         leader = await asyncio.to_thread(self.rig.leader)
@@ -160,7 +177,7 @@ class Injector:
 
     async def _redis(self, fault: FaultPlan) -> str:
         redis_set = self.rig.sentinel_set
-        settled = await asyncio.to_thread(redis_set.settled)
+        settled = await asyncio.to_thread(redis_set.settled, replicas=1)
         primary = await asyncio.to_thread(redis_set.primary)
         if primary is None:
             raise RuntimeError(f"no primary: {redis_set.describe()}")
@@ -179,7 +196,7 @@ class Injector:
             await asyncio.sleep(fault.seconds)
             await asyncio.to_thread(primary.start)
             what = f"kill -9 primary {primary.port} (failover), started again after {fault.seconds:.1f}s"
-        await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY)
+        await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=1)
         after = await asyncio.to_thread(redis_set.primary_port)
         return f"{what}; primary now {after}" + ("" if settled else " (the set was not settled before)")
 

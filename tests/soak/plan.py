@@ -93,6 +93,8 @@ _WEIGHTS: Final[Mapping[FaultKind, float]] = {
     "containerd-restart": 0.5,
 }
 REPLICAS: Final = ("a", "b")
+#: Whom a targeted fault hits, resolved when it starts: the replica holding the Lease, or the other.
+TARGETS: Final = ("leader", "standby")
 #: The project every Swarm registers; other projects are refused at launch (project_unpermitted).
 PROJECT: Final = "soak"
 OUTSIDE: Final = "outside-the-registration"
@@ -190,9 +192,11 @@ class FaultPlan:
     seconds: float
     """How long the window lasts, or how long the process stays down."""
     target: str | None = None
-    """The replica (``a``/``b``) for the faults in :data:`TARGETED`."""
+    """``leader`` or ``standby`` for the faults in :data:`TARGETED`."""
     status: int = 0
     """api-5xx: which status."""
+    delay: float = 0.0
+    """api-slow: how late each answer comes (past the operator's 10 s API timeout, or not)."""
 
 
 @dataclass(frozen=True)
@@ -236,9 +240,16 @@ def make(
     reuse_share: float = 0.04,
     cancel_share: float = 0.10,
     delete_share: float = 0.12,
+    heavy_once: bool = False,
 ) -> Plan:
     """The plan for ``seed``: ``executions`` Executions over ``period`` seconds, ``faults`` faults
-    (at least one of each kind), names used again for ``reuse_share`` of them."""
+    (at least one of each kind), names used again for ``reuse_share`` of them.
+
+    ``heavy_once``: the faults that stop a process (operators, Redis servers, the cluster's) come
+    once each and the others fill the count. A killed leader stops every launch for up to a
+    minute (kopf's peering waits for the dead peer's record to expire), so a short run with
+    several of them measures little but that wait.
+    """
     rng = random.Random(seed)
     kinds = list(_KIND_WEIGHTS)
     weights = [_KIND_WEIGHTS[k] for k in kinds]
@@ -271,7 +282,9 @@ def make(
                 exit_code=rng.choice(_ADOPTED_EXIT_CODES) if kind == "refused-adopted" else None,
             )
         )
-    candidates = [e for e in planned if e.action != "delete"]
+    # Names from the first half of the run, used again in its last sixth: the first Execution of
+    # the name has had time to end (the soak then deletes it, and waits for it and its Pod to go).
+    candidates = [e for e in planned if e.action != "delete" and e.at < period * 0.5]
     for earlier in rng.sample(candidates, min(reused, len(candidates))):
         planned.append(
             ExecutionPlan(
@@ -294,14 +307,17 @@ def make(
         period=period,
         executions=tuple(planned),
         changes=changes,
-        faults=_faults(rng, period=period, count=faults, node=node),
+        faults=_faults(rng, period=period, count=faults, node=node, heavy_once=heavy_once),
     )
 
 
-def _faults(rng: random.Random, *, period: float, count: int, node: Node) -> tuple[FaultPlan, ...]:
+def _faults(
+    rng: random.Random, *, period: float, count: int, node: Node, heavy_once: bool
+) -> tuple[FaultPlan, ...]:
     kinds = fault_kinds(node)
     chosen: list[FaultKind] = list(kinds)
-    chosen += rng.choices(kinds, [_WEIGHTS[k] for k in kinds], k=max(count - len(kinds), 0))
+    more = [k for k in kinds if not heavy_once or k not in GROUPS]
+    chosen += rng.choices(more, [_WEIGHTS[k] for k in more], k=max(count - len(kinds), 0))
     faults = []
     for kind in chosen:
         faults.append(
@@ -309,8 +325,9 @@ def _faults(rng: random.Random, *, period: float, count: int, node: Node) -> tup
                 at=round(rng.uniform(3.0, max(period - 5.0, 4.0)), 3),
                 kind=kind,
                 seconds=round(_duration(rng, kind), 3),
-                target=rng.choice(REPLICAS) if kind in TARGETED else None,
+                target=rng.choices(TARGETS, (3, 1))[0] if kind in TARGETED else None,
                 status=rng.choice((500, 503, 504)) if kind == "api-5xx" else 0,
+                delay=round(rng.uniform(2.0, 12.0), 3) if kind == "api-slow" else 0.0,
             )
         )
     return tuple(sorted(faults, key=lambda f: f.at))
@@ -322,7 +339,7 @@ def _duration(rng: random.Random, kind: FaultKind) -> float:
     if kind == "redis-partition":
         return rng.uniform(2.0, 8.0)
     if kind == "redis-primary-kill":
-        return rng.uniform(6.0, 12.0)  # Until the old primary is started again (as a replica).
+        return rng.uniform(3.0, 8.0)  # Until the old primary is started again (as a replica).
     if kind == "redis-replica-kill":
         return rng.uniform(2.0, 6.0)
     if kind in ("leader-kill", "standby-kill"):

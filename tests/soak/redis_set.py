@@ -6,12 +6,18 @@ The faults act on the servers' processes: ``kill -9`` of the primary (the Sentin
 replica; the old primary is started again later from its AOF and the Sentinels make it a replica),
 of a replica, and the primary killed and started again at once from its AOF (before the Sentinels
 judge it down). Partitions between an operator and Redis are :mod:`tests.soak.redis_net`'s.
+
+Each server has a config file, as a deployed one does: whom it replicates is written there (by
+Sentinel's ``CONFIG REWRITE`` after a failover), not on its command line, so a server started
+again comes back in the role the Sentinels last gave it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -32,16 +38,21 @@ class SentinelSet:
     def __init__(self) -> None:
         self.servers: list[RedisServer] = []
         self.sentinels: list[Sentinel] = []
+        self._configs = tempfile.TemporaryDirectory(prefix="soak-redis-conf-")
+
+    def _server(self, index: int, *, config: str) -> RedisServer:
+        path = Path(self._configs.name) / f"server-{index}.conf"
+        path.write_text(config)
+        server = RedisServer(extra_args=_AOF, config_file=path)
+        server.start()
+        self.servers.append(server)
+        return server
 
     def start(self) -> SentinelSet:
         try:
-            first = RedisServer(extra_args=_AOF)
-            first.start()
-            self.servers.append(first)
-            for _ in range(2):
-                replica = RedisServer(extra_args=(*_AOF, "--replicaof", "127.0.0.1", str(first.port)))
-                replica.start()
-                self.servers.append(replica)
+            first = self._server(0, config="")
+            for index in (1, 2):
+                self._server(index, config=f"replicaof 127.0.0.1 {first.port}\n")
             for _ in range(3):
                 sentinel = Sentinel(
                     primary_port=first.port,
@@ -62,6 +73,7 @@ class SentinelSet:
         for server in self.servers:
             server.close()
         self.sentinels, self.servers = [], []
+        self._configs.cleanup()
 
     def __enter__(self) -> SentinelSet:
         return self.start()
@@ -114,17 +126,19 @@ class SentinelSet:
 
     # -- health -------------------------------------------------------------------------------
 
-    def wait_settled(self, *, timeout: float) -> None:
-        """Wait until every server runs, the Sentinels agree on a primary that answers as one,
-        and both replicas are linked to it: the state each Redis fault starts from and returns to."""
+    def wait_settled(self, *, timeout: float, replicas: int = 2) -> None:
+        """Wait until every server runs and the Sentinels name a primary that answers as one,
+        with ``replicas`` replicas linked to it. A Redis fault returns once one is linked
+        (``REDIS_MIN_REPLICAS=1`` can be met): a returning old primary is made a replica by the
+        Sentinels some seconds later (they wait 8 s before they convert it), meanwhile."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.settled():
+            if self.settled(replicas=replicas):
                 return
             time.sleep(0.2)
         raise RedisServerError(f"the Sentinel set did not settle within {timeout}s: {self.describe()}")
 
-    def settled(self) -> bool:
+    def settled(self, *, replicas: int = 2) -> bool:
         primary = self.primary()
         if primary is None or not all(s.running for s in self.servers):
             return False
@@ -132,7 +146,7 @@ class SentinelSet:
             info = redis.Redis(port=primary.port, socket_timeout=2).info("replication")
         except redis.exceptions.RedisError:
             return False
-        return info.get("role") == "master" and int(info.get("connected_slaves", 0)) >= len(self.servers) - 1
+        return info.get("role") == "master" and int(info.get("connected_slaves", 0)) >= replicas
 
     def describe(self) -> str:
         parts = []

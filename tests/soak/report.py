@@ -83,6 +83,14 @@ class Report:
                 + "; "
                 + ", ".join(f"{k} {v}" for k, v in sorted(self.tally.actions.items())),
             ),
+            (
+                "Executions ended",
+                ", ".join(
+                    f"{name.removeprefix('executions ')} {count}"
+                    for name, count in sorted(counts.items())
+                    if name.startswith("executions ")
+                ),
+            ),
             ("worker Pods seen", str(counts["worker pods seen"])),
             ("refused Pods (gone)", str(counts["refused pods gone"])),
             (
@@ -92,7 +100,9 @@ class Report:
                 f"{counts['captures verified without logs (exit reasons only)']} exit reasons only); "
                 f"{counts['deletes with the capture already stored']} deletes seen with the capture stored; "
                 f"{counts['captured at launch and again by cleanup (launch kept the Pod)']} captured twice "
-                "(launch kept the Pod)",
+                "(launch kept the Pod); "
+                f"{counts['pods that failed only once deleted (stopped by the delete)']} failed only once "
+                "deleted (not judged as refused)",
             ),
             ("read commands (spec) agree", f"{agree} of {len(self.agreements)}"),
             (

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import yaml  # type: ignore[import-untyped, unused-ignore]
+
 from tests.soak.checker.model import OperatorLife
+from tests.soak.checker.observe import sample
 from tests.soak.plan import REPLICAS, Node
 from tests.soak.redis_net import RedisNet
 from tests.soak.redis_set import SentinelSet
@@ -35,15 +38,19 @@ from tests.support.redis_server import free_port
 NAMESPACE: Final = "soak"
 PEERING: Final = "soak"
 LEASE: Final = "agentihooks-swarm-controller"
-#: The operators' settings: the chart's, with the test tooling's quicker passes and timeouts.
+#: The ClusterLogs that tests/support/cluster/kwok_node.py gives kwok for Pods without a planted log.
+_FALLBACK: Final = "agentihooks-no-output"
+#: The operators' settings: the chart's (values.yaml), in Sentinel mode with one replica's WAIT.
+#: Not the test tooling's quicker ones: with a 6 s Lease a leader under this load let its hold
+#: lapse between renewals and refused every launch as "not the leader" for minutes.
 OPERATOR_ENV: Final = {
     "AGENTIHOOKS_SWARM_REDIS_MODE": "sentinel",
     "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "1",
-    "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS": "1",
-    "AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS": "3",
-    "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "2",
-    "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "3",
-    "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS": "6",
+    "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS": "2",
+    "AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS": "5",
+    "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "10",
+    "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "10",
+    "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS": "15",
 }
 
 
@@ -77,7 +84,9 @@ class Replica:
     def _start(self) -> None:
         self.operator.start(timeout=90)
         assert self.operator.popen is not None
-        self.lives.append(OperatorLife(replica=self.name, pid=self.operator.popen.pid))
+        life = OperatorLife(replica=self.name, pid=self.operator.popen.pid)
+        self.lives.append(life)
+        sample(life, metrics_port=None)  # A life may be short: read it once at once.
 
     def kill(self) -> None:
         """SIGKILL (a crash)."""
@@ -151,6 +160,8 @@ class Rig:
         plane = self.plane = nodes.start(kind=self.node, workdir=self.workdir / "cluster")
         self._stack.callback(plane.stop)
         print(f"soak: control plane up in {time.monotonic() - began:.0f}s ({plane.workdir})", flush=True)
+        if self.node == "kwok":
+            _kwok_without_fallback_log(plane)
         crds.apply(plane)
         _namespace(plane, NAMESPACE)
         plane.request_json(
@@ -226,9 +237,12 @@ class Rig:
 
     def leader(self) -> Replica | None:
         """The replica holding the Lease, if its holder is one of the running processes."""
-        status, raw = self.cluster.request(
-            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE}", timeout=5
-        )
+        try:
+            status, raw = self.cluster.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE}", timeout=5
+            )
+        except OSError:  # The API server is being restarted.
+            return None
         if status != 200:
             return None
         holder = str((json.loads(raw).get("spec") or {}).get("holderIdentity") or "")
@@ -257,3 +271,28 @@ def _namespace(plane: ControlPlane, name: str) -> None:
         if time.monotonic() > deadline:
             raise ClusterError(f"namespace {name}: no default ServiceAccount after 60s")
         time.sleep(0.1)
+
+
+def _kwok_without_fallback_log(plane: ControlPlane) -> None:
+    """kwok as the soak needs it: without the cluster's fallback log for Pods that have none.
+
+    kwok finds a Pod's planted log through an informer that is empty for a moment after kwok
+    starts; meanwhile the fallback answers an empty log, and a capture made then would hold an
+    empty log no kubelet would serve (a restarted kubelet still reads the container's log file).
+    Every worker of the soak has a planted log, so without the fallback such a read fails
+    instead, as a read of a kubelet that is down does, and the operator reads it again.
+    """
+    path = plane.workdir / "kwok.yaml"
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    kept = [
+        d for d in documents if not (d.get("kind") == "ClusterLogs" and d["metadata"]["name"] == _FALLBACK)
+    ]
+    if len(kept) == len(documents):
+        raise ClusterError(f"{path} has no ClusterLogs {_FALLBACK} to remove")
+    path.write_text(yaml.safe_dump_all(kept, sort_keys=False))
+    plane.restart("kwok")
+    deadline = time.monotonic() + 120
+    while not plane.serves("kwok"):
+        if time.monotonic() > deadline:
+            raise ClusterError("kwok did not serve again after its restart without the fallback log")
+        time.sleep(0.2)

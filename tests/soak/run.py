@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import redis
 
@@ -38,6 +39,7 @@ class Options:
     period: float
     faults: int
     node: plan_.Node
+    heavy_once: bool
     workdir: Path
     bound: float
     """Rule 5: seconds after the faults stop within which every Execution must converge."""
@@ -54,9 +56,7 @@ def operator_under_test() -> str:
         text=True,
         check=False,
     )
-    return (done.stdout.strip()[:100] or "unknown") + (
-        " (operator/ modified)" if dirty.stdout.strip() else ""
-    )
+    return (done.stdout.strip()[:72] or "unknown") + (" (operator/ modified)" if dirty.stdout.strip() else "")
 
 
 def run(options: Options) -> Report:
@@ -67,6 +67,7 @@ def run(options: Options) -> Report:
         period=options.period,
         faults=options.faults,
         node=options.node,
+        heavy_once=options.heavy_once,
     )
     print(
         f"soak: plan {plan.digest()}: {len(plan.executions)} Executions over {plan.period:.0f}s, "
@@ -88,7 +89,13 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
     async with kube.Api(rig.cluster) as api:
         origin = time.monotonic()
         workload = Workload(
-            plan=plan, api=api, cluster=rig.cluster, namespace=NAMESPACE, origin=origin, markers=markers
+            plan=plan,
+            api=api,
+            cluster=rig.cluster,
+            namespace=NAMESPACE,
+            origin=origin,
+            markers=markers,
+            reuse_patience=options.bound * 0.75,
         )
         pods_seen = PodObserver(
             api=api, namespace=NAMESPACE, markers=markers, prober=prober, on_gone=workload.pod_gone
@@ -103,7 +110,9 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             origin = workload.origin = time.monotonic()
             injector = Injector(rig=rig, plan=plan, origin=origin)
             tally, ledger = await asyncio.gather(workload.run(), injector.run())
-            calm = origin + max(ledger.end, workload.now())
+            # The bound counts from the last fault or the workload's last create, cancel or delete
+            # (not from its waits for a name to be free again).
+            calm = origin + max(ledger.end, workload.last_activity)
             timings["workload and faults"] = time.monotonic() - origin
             print(
                 f"soak: {workload.now():7.1f}s workload and faults over; waiting for convergence", flush=True
@@ -130,18 +139,37 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             sample(replica.life, metrics_port=replica.metrics_port)
     verdicts = rules.Verdicts()
     verdicts.counts["worker pods seen"] = len(pods_seen.pods)
-    verdicts.extend(rules.judge_captures(pods_seen.pods, stored.captures, redis_read=read_error is None))
-    verdicts.extend(rules.judge_deletes(pods_seen.pods))
-    verdicts.extend(rules.judge_leftovers(pods_seen.pods, stored.journal))
+    verdicts.extend(
+        rules.judge_captures(
+            pods_seen.pods,
+            stored.captures,
+            redis_read=read_error is None,
+            executions=executions_seen.executions,
+        )
+    )
+    verdicts.extend(rules.judge_deletes(pods_seen.pods, executions=executions_seen.executions))
+    verdicts.extend(
+        rules.judge_leftovers(
+            pods_seen.pods, stored.journal, planted=workload.planted, executions=executions_seen.executions
+        )
+    )
     verdicts.extend(rules.judge_convergence(executions_seen.executions, faults_end=calm, bound=options.bound))
     verdicts.extend(rules.judge_operators(rig.lives(), rss_bound_mib=options.rss_bound_mib))
+    _dump(
+        options.workdir,
+        pods=[asdict(p) for p in pods_seen.pods.values()],
+        executions=[asdict(e) for e in executions_seen.executions.values()],
+        captures=[asdict(c) for c in stored.captures],
+        findings=[asdict(f) for f in verdicts.findings],
+        faults=[asdict(i) for i in ledger.injected],
+    )
     notes = [f"record that does not parse: {e}" for e in stored.errors]
     if read_error is not None:
         notes.append(f"Redis could not be read at the end: {read_error}")
     if pods_seen.breaks or executions_seen.breaks:
         notes.append(
             f"the checker's watches broke {len(pods_seen.breaks)} (Pods) and {len(executions_seen.breaks)} "
-            "(Executions) times and listed again"
+            f"(Executions) times and listed again; first: {(pods_seen.breaks + executions_seen.breaks)[:3]}"
         )
     if tally.adopted_not_failed:
         notes.append(f"{tally.adopted_not_failed} planted Pods were not yet Failed when their Execution came")
@@ -217,3 +245,12 @@ async def _read(client: redis.Redis, plan: plan_.Plan) -> tuple[Stored, str | No
             last = f"{type(error).__name__}: {error}"
             await asyncio.sleep(1.0)
     return Stored(), last
+
+
+def _dump(workdir: Path, **tables: list[dict[str, Any]]) -> None:
+    """What the checker saw and found, one JSON document per line (``pods.jsonl`` …), for a
+    look after the run."""
+    for name, rows in tables.items():
+        with (workdir / f"{name}.jsonl").open("w") as out:
+            for row in rows:
+                out.write(json.dumps(row, default=str, sort_keys=True) + "\n")

@@ -33,8 +33,6 @@ GENERATION_LABEL: Final = "swarm.agentihooks.io/generation"
 PLANT_LEAD: Final = 3.0
 #: How long the soak keeps retrying a request while the API server restarts.
 PATIENCE: Final = 120.0
-#: A name used again waits this long at most for the first Execution to end and its Pod to go.
-REUSE_PATIENCE: Final = 120.0
 
 
 def worker_pod_name(execution: str) -> str:
@@ -67,6 +65,7 @@ class Workload:
         namespace: str,
         origin: float,
         markers: dict[str, str],
+        reuse_patience: float = 120.0,
     ) -> None:
         self.plan = plan
         self.api = api
@@ -75,6 +74,11 @@ class Workload:
         self.origin = origin
         self.markers = markers
         self.tally = Tally()
+        self.reuse_patience = reuse_patience
+        #: When (seconds after ``origin``) the workload last created, cancelled or deleted something.
+        self.last_activity = 0.0
+        #: Pods the soak planted itself (refused-adopted), by UID: the UID of their Execution.
+        self.planted: dict[str, str] = {}
         self.pods: PodObserver | None = None
         self.executions: ExecutionObserver | None = None
         self._threads = ThreadPoolExecutor(max_workers=6, thread_name_prefix="soak-plant")
@@ -136,16 +140,23 @@ class Workload:
             pod = worker_pod_name(execution.name)
             await self._plant(pod)
             await asyncio.sleep(max(execution.at - self.now(), 0))
-            if execution.kind == "refused-adopted":
-                await self._plant_failed_pod(execution, pod)
+            planted = (
+                await self._plant_failed_pod(execution, pod) if execution.kind == "refused-adopted" else None
+            )
             body = builders.execution(
                 name=execution.name,
                 namespace=self.namespace,
                 swarm=execution.swarm,
                 project=execution.project,
             )
-            await self._request("POST", f"{EXECUTIONS}/namespaces/{self.namespace}/executions", body)
+            # A 409: an earlier try whose answer was lost (the API server restarting) created it.
+            created = await self._request(
+                "POST", f"{EXECUTIONS}/namespaces/{self.namespace}/executions", body, ok=(201, 409)
+            )
+            if planted is not None:
+                self.planted[planted] = str((created.get("metadata") or {}).get("uid") or "")
             self.tally.created[execution.kind] += 1
+            self.last_activity = self.now()
             if execution.incarnation:
                 self.tally.reused += 1
             if execution.action is not None:
@@ -167,12 +178,13 @@ class Workload:
         else:
             await self._request("DELETE", path, ok=(200, 202, 404))
         self.tally.actions[str(execution.action)] += 1
+        self.last_activity = self.now()
 
     async def _ready_for_reuse(self, execution: ExecutionPlan) -> bool:
         """Wait for the name's first Execution to end, delete it, and wait until it and its Pod
         are gone. False (and why) when that does not happen within REUSE_PATIENCE."""
         assert self.executions is not None and self.pods is not None
-        deadline = time.monotonic() + REUSE_PATIENCE
+        deadline = time.monotonic() + self.reuse_patience
         path = f"{EXECUTIONS}/namespaces/{self.namespace}/executions/{execution.name}"
         pod = worker_pod_name(execution.name)
 
@@ -195,13 +207,14 @@ class Workload:
                 await self._request("DELETE", path, ok=(200, 202, 404))
                 deleted = True
             if time.monotonic() > deadline:
-                self.tally.reuse_skipped.append(f"{execution.name}: {now} after {REUSE_PATIENCE:.0f}s")
+                self.tally.reuse_skipped.append(f"{execution.name}: {now} after {self.reuse_patience:.0f}s")
                 return False
             await asyncio.sleep(0.5)
         return True
 
-    async def _plant_failed_pod(self, execution: ExecutionPlan, pod: str) -> None:
-        """The worker Pod of a refused-adopted Execution, planted first and already failed."""
+    async def _plant_failed_pod(self, execution: ExecutionPlan, pod: str) -> str:
+        """The worker Pod of a refused-adopted Execution, planted first and already failed (the
+        Pod a launch that crashed before recording its hand leaves); returns its UID."""
         assert self.pods is not None
         body = pods.worker_pod(
             name=pod,
@@ -214,13 +227,15 @@ class Workload:
                 GENERATION_LABEL: "1",
             },
         )
-        await self._request("POST", f"/api/v1/namespaces/{self.namespace}/pods", body, ok=(201, 409))
+        created = await self._request("POST", f"/api/v1/namespaces/{self.namespace}/pods", body)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if any(p.name == pod and p.refused for p in self.pods.live()):
-                return
+                break
             await asyncio.sleep(0.1)
-        self.tally.adopted_not_failed += 1
+        else:
+            self.tally.adopted_not_failed += 1
+        return str(created["metadata"]["uid"])
 
     async def _change(self, change: TemplateChange) -> None:
         await asyncio.sleep(max(change.at - self.now(), 0))

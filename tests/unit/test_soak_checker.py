@@ -384,3 +384,44 @@ def test_the_checker_imports_nothing_from_the_operator() -> None:
                         pending.append(found)
     assert len(seen) > len(list(checker.glob("*.py"))), "the walk did not follow the checker's imports"
     assert offenders == []
+
+
+def test_a_planted_pod_whose_execution_never_launched_was_never_the_operators() -> None:
+    left = _pod(deleted=False)
+    executions = {
+        "e1": ExecutionHistory(uid="e1", name="x1", gone_at=3.0),
+        "e2": ExecutionHistory(uid="e2", name="x2", launched=True, phase="Done"),
+    }
+    never = rules.judge_leftovers({"u1": left}, [], planted={"u1": "e1"}, executions=executions)
+    assert _findings(never) == [(4, "unchecked")]
+    taken = rules.judge_leftovers({"u1": left}, [], planted={"u1": "e2"}, executions=executions)
+    assert _findings(taken) == [(4, "violated")]
+
+
+def test_a_pod_that_fails_only_once_deleted_was_not_a_refused_pod_deleted() -> None:
+    """Deleting a running worker stops it (a kubelet's SIGTERM; kwok's late terminate Stage):
+    the status after the delete is its consequence, not what the operator deleted."""
+    running = {"phase": "Running", "containerStatuses": [{"name": "worker", "state": {"running": {}}}]}
+    pod = PodHistory(uid="u1", name="p", slug="exit78", execution="x1", marker=MARKER, first_seen=0.0)
+    pod.observe(status=running, deleting=False, at=1.0)
+    pod.observe(status=running, deleting=True, at=2.0)  # deletionTimestamp set while running
+    pod.observe(status=_failed(code=143), deleting=True, at=2.5)
+    pod.deleted = True
+    captures = _retained({"name": "p", "uid": "u1", "outcome": "deleted"})
+    assert not pod.refused and pod.refused_after_delete
+    verdicts = rules.judge_captures({"u1": pod}, captures)
+    assert verdicts.findings == []
+    assert verdicts.counts["pods that failed only once deleted (stopped by the delete)"] == 1
+    assert rules.judge_deletes({"u1": pod}).findings == []
+
+
+def test_a_pod_that_failed_before_its_delete_was_refused_and_says_when() -> None:
+    running = {"phase": "Running", "containerStatuses": [{"name": "worker", "state": {"running": {}}}]}
+    pod = PodHistory(uid="u1", name="p", slug="exit78", execution="x1", marker=MARKER, first_seen=0.0)
+    pod.observe(status=running, deleting=False, at=1.0)
+    pod.observe(status=_failed(), deleting=False, at=1.5)
+    pod.observe(status=_failed(), deleting=True, at=2.0)
+    pod.deleted = True
+    verdicts = rules.judge_captures({"u1": pod}, _retained({"name": "p", "uid": "u1", "outcome": "deleted"}))
+    assert _findings(verdicts) == [(1, "violated")]
+    assert "refused 0.5s before its delete was seen" in verdicts.findings[0].detail

@@ -35,7 +35,7 @@ def test_the_quick_plan_has_every_kind_of_fault_and_of_execution() -> None:
     assert reused and all(
         any(f.name == e.name and not f.incarnation for f in made.executions) for e in reused
     )
-    assert all(f.target in plan.REPLICAS for f in made.faults if f.kind in plan.TARGETED)
+    assert all(f.target in plan.TARGETS for f in made.faults if f.kind in plan.TARGETED)
     assert all(3.0 <= f.at <= 60 for f in made.faults)
 
 

@@ -67,9 +67,14 @@ class PodHistory:
     status: dict[str, Any] = field(default_factory=dict)
     """The last status seen (from the DELETED event once it is gone)."""
     seen_refused: bool = False
-    """Some status it was seen in was refused (refusal never goes back)."""
+    """A status seen up to its deletion was refused (refusal never goes back)."""
+    refused_at: float | None = None
     deleting_at: float | None = None
     """When the checker first saw it being deleted (deletionTimestamp set, or DELETED)."""
+    refused_after_delete: bool = False
+    """It turned refused only once it was being deleted: its containers were stopped by the
+    delete (a kubelet's SIGTERM; kwok's terminate Stage that fires late). The delete made it
+    fail, so it was not a refused Pod the operator deleted, and it is not judged as one."""
     deleted: bool = False
     """Its DELETED event was seen: :attr:`status` is its final status."""
     vanished: bool = False
@@ -78,7 +83,9 @@ class PodHistory:
 
     @property
     def refused(self) -> bool:
-        return self.seen_refused or refused(self.status)
+        """Refused before it was deleted: by the last status seen up to its deletion (the event
+        that shows ``deletionTimestamp`` carries the status the Pod had when it was deleted)."""
+        return self.seen_refused
 
     @property
     def final_known(self) -> bool:
@@ -90,8 +97,14 @@ class PodHistory:
         return self.deleted or self.vanished
 
     def observe(self, *, status: Mapping[str, Any] | None, deleting: bool, at: float) -> None:
+        already_deleting = self.deleting_at is not None
         self.status = dict(status or {})
-        self.seen_refused = self.seen_refused or refused(self.status)
+        if not refused(self.status):
+            pass
+        elif not already_deleting and not self.seen_refused:
+            self.seen_refused, self.refused_at = True, at
+        elif already_deleting and not self.seen_refused:
+            self.refused_after_delete = True
         if deleting and self.deleting_at is None:
             self.deleting_at = at
 
@@ -204,6 +217,8 @@ class ExecutionHistory:
     uid: str
     name: str
     phase: str = ""
+    launched: bool = False
+    """A launch was recorded on it (``status.hand``)."""
     converged_at: float | None = None
     """When it was first seen in a converged phase."""
     deleting_at: float | None = None
@@ -211,7 +226,9 @@ class ExecutionHistory:
     vanished: bool = False
 
     def observe(self, *, body: Mapping[str, Any], at: float) -> None:
-        self.phase = str((body.get("status") or {}).get("phase") or "")
+        status = body.get("status") or {}
+        self.phase = str(status.get("phase") or "")
+        self.launched = self.launched or bool(status.get("hand"))
         if self.phase in CONVERGED and self.converged_at is None:
             self.converged_at = at
         if (body.get("metadata") or {}).get("deletionTimestamp") and self.deleting_at is None:

@@ -65,15 +65,23 @@ def _pod(pod: PodHistory) -> str:
 
 
 def judge_captures(
-    pods: Mapping[str, PodHistory], captures: Sequence[Capture], *, redis_read: bool = True
+    pods: Mapping[str, PodHistory],
+    captures: Sequence[Capture],
+    *,
+    redis_read: bool = True,
+    executions: Mapping[str, ExecutionHistory] | None = None,
 ) -> Verdicts:
-    """Rules 1 and 2 (see the module docstring); ``redis_read=False``: the end reads failed."""
+    """Rules 1 and 2 (see the module docstring); ``redis_read=False``: the end reads failed.
+    ``executions`` only adds to a finding that its Pod's name was used again."""
     verdicts = Verdicts()
+    reused = _reused_names(executions or {})
     by_uid: dict[str, list[Capture]] = defaultdict(list)
     for capture in captures:
         if capture.startup is not None:
             by_uid[capture.uid].append(capture)
     for pod in pods.values():
+        if pod.refused_after_delete:
+            verdicts.counts["pods that failed only once deleted (stopped by the delete)"] += 1
         if not pod.gone:
             continue  # Left over: rule 4's.
         if not pod.refused:
@@ -86,7 +94,7 @@ def judge_captures(
         if not redis_read:
             verdicts.unchecked(1, _pod(pod), "Redis could not be read at the end")
             continue
-        _judge_refused(verdicts, pod, by_uid.get(pod.uid, []))
+        _judge_refused(verdicts, pod, by_uid.get(pod.uid, []), reused=reused)
     for uid, found in by_uid.items():
         seen = pods.get(uid)
         stores = ", ".join(f"{c.where} {c.slug}/{c.execution}" for c in found)
@@ -102,9 +110,30 @@ def judge_captures(
     return verdicts
 
 
-def _judge_refused(verdicts: Verdicts, pod: PodHistory, found: list[Capture]) -> None:
+def _reused_names(executions: Mapping[str, ExecutionHistory]) -> Counter[str]:
+    return Counter(e.name for e in executions.values())
+
+
+def _timing(pod: PodHistory, reused: Counter[str]) -> str:
+    """What helps tell how a refused Pod lost its capture: when it failed before its delete, and
+    whether its execution's name was used again."""
+    parts = []
+    if pod.refused_at is not None and pod.deleting_at is not None:
+        parts.append(f"refused {pod.deleting_at - pod.refused_at:.1f}s before its delete was seen")
+    if reused[pod.execution] > 1:
+        parts.append(f"its execution's name was used {reused[pod.execution]} times")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _judge_refused(
+    verdicts: Verdicts, pod: PodHistory, found: list[Capture], *, reused: Counter[str]
+) -> None:
     if not found:
-        verdicts.violated(1, _pod(pod), f"refused ({_brief(pod)}) and deleted; no capture carries its UID")
+        verdicts.violated(
+            1,
+            _pod(pod),
+            f"refused ({_brief(pod)}) and deleted; no capture carries its UID{_timing(pod, reused)}",
+        )
         return
     per_record = Counter((c.where, c.slug, c.execution) for c in found if c.where != "journal")
     for (store, slug, execution), count in per_record.items():
@@ -128,7 +157,8 @@ def _judge_refused(verdicts: Verdicts, pod: PodHistory, found: list[Capture]) ->
             )
             ok = False
         elif pod.marker is not None and not markers and capture.has_logs():
-            verdicts.unchecked(1, _pod(pod), f"its capture in {where} has a log without any marker")
+            logs = [str(c.get("log"))[:160] for c in capture.containers() if "log" in c]
+            verdicts.unchecked(1, _pod(pod), f"its capture in {where} has a log without any marker: {logs}")
             ok = False
         elif pod.marker is not None and not capture.has_logs():
             verdicts.counts["captures verified without logs (exit reasons only)"] += 1
@@ -138,9 +168,12 @@ def _judge_refused(verdicts: Verdicts, pod: PodHistory, found: list[Capture]) ->
             verdicts.counts["captures verified by marker"] += 1
 
 
-def judge_deletes(pods: Mapping[str, PodHistory]) -> Verdicts:
+def judge_deletes(
+    pods: Mapping[str, PodHistory], *, executions: Mapping[str, ExecutionHistory] | None = None
+) -> Verdicts:
     """Rule 3: the probe made when the checker saw each refused Pod deleted."""
     verdicts = Verdicts()
+    reused = _reused_names(executions or {})
     for pod in pods.values():
         if not pod.refused or not pod.gone:
             continue
@@ -152,21 +185,48 @@ def judge_deletes(pods: Mapping[str, PodHistory]) -> Verdicts:
             )
         elif not pod.probe.found:
             verdicts.violated(
-                3, _pod(pod), f"deleted while Redis held no capture with its UID ({pod.probe.detail})"
+                3,
+                _pod(pod),
+                f"deleted while Redis held no capture with its UID ({pod.probe.detail})"
+                + _timing(pod, reused),
             )
         else:
             verdicts.counts["deletes with the capture already stored"] += 1
     return verdicts
 
 
-def judge_leftovers(pods: Mapping[str, PodHistory], journal: Iterable[tuple[str, str]]) -> Verdicts:
-    """Rule 4: Pods not gone at the end, and journal entries left."""
+def judge_leftovers(
+    pods: Mapping[str, PodHistory],
+    journal: Iterable[tuple[str, str]],
+    *,
+    planted: Mapping[str, str] | None = None,
+    executions: Mapping[str, ExecutionHistory] | None = None,
+) -> Verdicts:
+    """Rule 4: Pods not gone at the end, and journal entries left.
+
+    ``planted``: Pods the soak created itself (an adoptable worker Pod, as a launch that crashed
+    leaves one), by UID, with the UID of the Execution it was planted for. One left because that
+    Execution was deleted before any launch was recorded on it was never the operator's: it
+    could not be checked.
+    """
     verdicts = Verdicts()
+    planted, executions = planted or {}, executions or {}
+    reused = _reused_names(executions)
     for pod in pods.values():
-        if not pod.gone:
-            verdicts.violated(4, _pod(pod), f"left at the end ({_brief(pod)})")
-    for slug, execution in journal:
-        verdicts.violated(4, f"cleanup-journal {slug}/{execution}", "entry left at the end")
+        if pod.gone:
+            continue
+        owner = executions.get(planted.get(pod.uid, ""))
+        if pod.uid in planted and (owner is None or not owner.launched):
+            verdicts.unchecked(
+                4,
+                _pod(pod),
+                f"left at the end ({_brief(pod)}); planted by the soak, and its Execution was deleted "
+                "before a launch was recorded on it: the operator never took it on",
+            )
+        else:
+            verdicts.violated(4, _pod(pod), f"left at the end ({_brief(pod)}){_timing(pod, reused)}")
+    for slug, name in journal:
+        verdicts.violated(4, f"cleanup-journal {slug}/{name}", "entry left at the end")
     return verdicts
 
 
@@ -210,6 +270,7 @@ def judge_convergence(
 def judge_operators(lives: Sequence[OperatorLife], *, rss_bound_mib: float) -> Verdicts:
     """Rule 6."""
     verdicts = Verdicts()
+    without_metrics = []
     for life in lives:
         subject = f"operator {life.replica} (pid {life.pid})"
         peak = life.peak_rss_kib / 1024
@@ -221,16 +282,20 @@ def judge_operators(lives: Sequence[OperatorLife], *, rss_bound_mib: float) -> V
         if life.exit_code is not None and not life.killed_by_soak:
             verdicts.violated(6, subject, f"exited by itself with code {life.exit_code}")
         if life.tasks_up is None:
-            if life.scrapes:
-                verdicts.unchecked(6, subject, "its /metrics has no agentihooks_swarm_task_up")
+            without_metrics.append(life)
             continue
         down = sorted(task for task, up in life.tasks_up.items() if up != 1)
         if down:
             verdicts.violated(6, subject, f"background tasks down at its last scrape: {down}")
-        restarts = sum((life.task_restarts or {}).values())
-        verdicts.counts["background task restarts"] += int(restarts)
-    if lives and all(life.tasks_up is None for life in lives) and not verdicts.of(6, "unchecked"):
-        verdicts.unchecked(6, "operators", "no /metrics scrape answered")
+        verdicts.counts["background task restarts"] += int(sum((life.task_restarts or {}).values()))
+    if without_metrics:
+        scraped = sum(1 for life in without_metrics if life.scrapes)
+        verdicts.unchecked(
+            6,
+            f"{len(without_metrics)} operator processes",
+            "no agentihooks_swarm_task_up on their /metrics "
+            f"({scraped} answered a scrape): whether a background task died is not known",
+        )
     return verdicts
 
 

@@ -11,6 +11,7 @@ import asyncio
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -23,6 +24,8 @@ from tests.support.proxy import WATCH_QUERY, Delay, Hang, Reset, Respond, Rule, 
 NOT_WATCH: Final = re.compile(r"^(?!(?:.*&)?watch=(?:true|1)(?:&|$))", re.IGNORECASE)
 #: How long a restarted process may take to serve again before the fault counts as failed.
 RECOVERY: Final = 180.0
+#: How long a kubelet or containerd restart waits for a refused Pod to exist.
+WAIT_FOR_REFUSED: Final = 20.0
 
 
 @dataclass
@@ -50,10 +53,15 @@ class Ledger:
 
 
 class Injector:
-    def __init__(self, *, rig: Rig, plan: Plan, origin: float) -> None:
+    def __init__(
+        self, *, rig: Rig, plan: Plan, origin: float, refused_waiting: Callable[[], int] | None = None
+    ) -> None:
         self.rig = rig
         self.plan = plan
         self.origin = origin
+        #: How many refused worker Pods exist now (the checker's view): a kubelet or containerd
+        #: restart waits for some, so it comes while refused Pods wait for their capture.
+        self.refused_waiting = refused_waiting
         self.ledger = Ledger()
         self._locks = {group: asyncio.Lock() for group in set(GROUPS.values())}
 
@@ -201,6 +209,13 @@ class Injector:
         return f"{what}; primary now {after}" + ("" if settled else " (the set was not settled before)")
 
     async def _restart_child(self, name: str) -> str:
+        waiting = ""
+        if name in ("kubelet", "containerd") and self.refused_waiting is not None:
+            for _ in range(int(WAIT_FOR_REFUSED / 0.2)):
+                if self.refused_waiting():
+                    break
+                await asyncio.sleep(0.2)
+            waiting = f" with {self.refused_waiting()} refused Pods waiting for their capture"
         began = time.monotonic()
         await asyncio.to_thread(self.rig.cluster.restart, name)
         deadline = began + RECOVERY
@@ -209,4 +224,4 @@ class Injector:
                 raise RuntimeError(f"{name} did not serve again within {RECOVERY:.0f}s")
             await asyncio.sleep(0.5)
         took = time.monotonic() - began
-        return f"{name} killed and started again (same flags and data); serving after {took:.1f}s"
+        return f"{name} killed and started again (same flags and data){waiting}; serving after {took:.1f}s"

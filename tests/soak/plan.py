@@ -100,6 +100,33 @@ PROJECT: Final = "soak"
 OUTSIDE: Final = "outside-the-registration"
 
 
+#: On the real node the worker prints its marker itself: the first 16 hex digits of its Pod's UID
+#: (the downward API gives it POD_UID), so the checker knows it from the UID alone.
+MARKER_SH: Final = (
+    'm=$(echo "$POD_UID" | tr -d - | cut -c1-16); '
+    'echo "worker startup refused: soak-marker-$m pod $POD_NAME"; '
+)
+MISSING_IMAGE: Final = "registry.invalid/agentihooks-swarm/missing:never-pushed"
+
+
+def real_marker(uid: str) -> str:
+    """The marker a real-node worker prints (see :data:`MARKER_SH`)."""
+    return uid.replace("-", "")[:16]
+
+
+@dataclass(frozen=True)
+class RealWorker:
+    """How a Swarm's workers behave on the real node: real containers, no annotations."""
+
+    script: str = ""
+    """What ``/bin/sh -c`` runs (after :data:`MARKER_SH`) in the busybox image."""
+    memory: str | None = None
+    image: str | None = None
+    """An image other than busybox (one that cannot be pulled)."""
+    missing_secret: bool = False
+    """An env variable from a Secret that does not exist (CreateContainerConfigError)."""
+
+
 @dataclass(frozen=True)
 class SwarmPlan:
     slug: str
@@ -107,23 +134,48 @@ class SwarmPlan:
     annotations: Mapping[str, str]
     """kwok's protocol annotations on the worker template (how kwok plays its Pods)."""
     startup_deadline_seconds: int | None = None
+    real: RealWorker = field(default_factory=RealWorker)
+    """The same behaviour on the real node."""
 
 
 SWARMS: Final[tuple[SwarmPlan, ...]] = (
-    SwarmPlan("exit1", "fails", pods.protocol_annotations(phase="Failed", exit_code=1, run_for="1s")),
-    SwarmPlan("exit2", "fails", pods.protocol_annotations(phase="Failed", exit_code=2, run_for="3s")),
+    SwarmPlan(
+        "exit1",
+        "fails",
+        pods.protocol_annotations(phase="Failed", exit_code=1, run_for="1s"),
+        real=RealWorker(script="sleep 1; exit 1"),
+    ),
+    SwarmPlan(
+        "exit2",
+        "fails",
+        pods.protocol_annotations(phase="Failed", exit_code=2, run_for="3s"),
+        real=RealWorker(script="sleep 3; exit 2"),
+    ),
     SwarmPlan(
         "exit78",
         "fails",
         pods.protocol_annotations(phase="Failed", exit_code=78, reason="Error", run_for="2s"),
+        real=RealWorker(script="sleep 2; exit 78"),
     ),
-    SwarmPlan("exit143", "fails", pods.protocol_annotations(phase="Failed", exit_code=143, run_for="1500ms")),
+    SwarmPlan(
+        "exit143",
+        "fails",
+        pods.protocol_annotations(phase="Failed", exit_code=143, run_for="1500ms"),
+        real=RealWorker(script="sleep 1; exit 143"),
+    ),
     SwarmPlan(
         "oom",
         "oom",
         pods.protocol_annotations(phase="Failed", exit_code=137, reason="OOMKilled", run_for="1s"),
+        # dd's one 64 MiB block does not fit in 16 MiB: the kernel kills it (137, OOMKilled).
+        real=RealWorker(script="exec dd if=/dev/zero of=/dev/null bs=64M count=4", memory="16Mi"),
     ),
-    SwarmPlan("ok", "succeeds", pods.protocol_annotations(phase="Succeeded", run_for="1s")),
+    SwarmPlan(
+        "ok",
+        "succeeds",
+        pods.protocol_annotations(phase="Succeeded", run_for="1s"),
+        real=RealWorker(script="sleep 1; exit 0"),
+    ),
     SwarmPlan(
         "stuck",
         "never-starts",
@@ -131,6 +183,7 @@ SWARMS: Final[tuple[SwarmPlan, ...]] = (
             waiting_reason="ImagePullBackOff", waiting_message="Back-off pulling image (soak)"
         ),
         startup_deadline_seconds=3,
+        real=RealWorker(image=MISSING_IMAGE),
     ),
     SwarmPlan(
         "nosecret",
@@ -139,12 +192,24 @@ SWARMS: Final[tuple[SwarmPlan, ...]] = (
             waiting_reason="CreateContainerConfigError", waiting_message='secret "soak-missing" not found'
         ),
         startup_deadline_seconds=4,
+        real=RealWorker(script="exit 0", missing_secret=True),
     ),
 )
-#: Template changes mid-run: (Swarm, its new annotations, when as a share of the run).
+#: Template changes mid-run: (Swarm, its new annotations, its new real-node behaviour, when as a
+#: share of the run).
 _CHANGES: Final = (
-    ("exit78", pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="500ms"), 0.4),
-    ("ok", pods.protocol_annotations(phase="Failed", exit_code=4, run_for="2s"), 0.65),
+    (
+        "exit78",
+        pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="500ms"),
+        RealWorker(script="exit 3"),
+        0.4,
+    ),
+    (
+        "ok",
+        pods.protocol_annotations(phase="Failed", exit_code=4, run_for="2s"),
+        RealWorker(script="sleep 2; exit 4"),
+        0.65,
+    ),
 )
 _KIND_WEIGHTS: Final[Mapping[Kind, float]] = {
     "refused-adopted": 0.12,
@@ -183,6 +248,7 @@ class TemplateChange:
     at: float
     swarm: str
     annotations: Mapping[str, str]
+    real: RealWorker
 
 
 @dataclass(frozen=True)
@@ -226,8 +292,9 @@ class Plan:
 
 
 def fault_kinds(node: Node) -> tuple[FaultKind, ...]:
-    real_only = {"kubelet-restart", "containerd-restart"}
-    return tuple(k for k in _WEIGHTS if node == "real" or k not in real_only)
+    """The kinds a node has: kwok is restarted on kwok, the kubelet and containerd on the real node."""
+    other: set[str] = {"kubelet-restart", "containerd-restart"} if node == "kwok" else {"kwok-restart"}
+    return tuple(k for k in _WEIGHTS if k not in other)
 
 
 def make(
@@ -298,8 +365,8 @@ def make(
         )
     planned.sort(key=lambda e: e.at)
     changes = tuple(
-        TemplateChange(at=round(period * share, 3), swarm=slug, annotations=annotations)
-        for slug, annotations, share in _CHANGES
+        TemplateChange(at=round(period * share, 3), swarm=slug, annotations=annotations, real=real)
+        for slug, annotations, real, share in _CHANGES
     )
     return Plan(
         seed=seed,

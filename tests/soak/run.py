@@ -98,7 +98,13 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             reuse_patience=options.bound * 0.75,
         )
         pods_seen = PodObserver(
-            api=api, namespace=NAMESPACE, markers=markers, prober=prober, on_gone=workload.pod_gone
+            api=api,
+            namespace=NAMESPACE,
+            marker=(lambda name, uid: markers.get(name))
+            if plan.node == "kwok"
+            else (lambda name, uid: plan_.real_marker(uid)),
+            prober=prober,
+            on_gone=workload.pod_gone,
         )
         executions_seen = ExecutionObserver(api=api, namespace=NAMESPACE)
         await pods_seen.start()
@@ -108,7 +114,12 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
         try:
             await workload.create_swarms()
             origin = workload.origin = time.monotonic()
-            injector = Injector(rig=rig, plan=plan, origin=origin)
+            injector = Injector(
+                rig=rig,
+                plan=plan,
+                origin=origin,
+                refused_waiting=lambda: sum(1 for p in pods_seen.live() if p.refused),
+            )
             tally, ledger = await asyncio.gather(workload.run(), injector.run())
             # The bound counts from the last fault or the workload's last create, cancel or delete
             # (not from its waits for a name to be free again).

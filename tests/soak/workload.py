@@ -24,8 +24,8 @@ from typing import Any, Final
 from tests.bench import kube
 from tests.soak.checker.model import CONVERGED, EXECUTION_LABEL, OWNER_LABEL, OWNER_PREFIX, PodHistory
 from tests.soak.checker.observe import EXECUTIONS, ExecutionObserver, PodObserver
-from tests.soak.plan import PROJECT, ExecutionPlan, Plan, TemplateChange
-from tests.support import builders, pods
+from tests.soak.plan import MARKER_SH, PROJECT, ExecutionPlan, Plan, RealWorker, TemplateChange
+from tests.support import builders, images, pods
 from tests.support.cluster import ClusterError, ControlPlane
 
 GENERATION_LABEL: Final = "swarm.agentihooks.io/generation"
@@ -95,12 +95,17 @@ class Workload:
 
     def pod_gone(self, history: PodHistory) -> None:
         """The checker's watch saw a worker Pod go: its planted log may go too."""
-        self._janitor.put_nowait(history)
+        if not self.real:
+            self._janitor.put_nowait(history)
 
     def close(self) -> None:
         self._threads.shutdown(wait=True, cancel_futures=True)
 
     # -- setup --------------------------------------------------------------------------------
+
+    @property
+    def real(self) -> bool:
+        return self.plan.node == "real"
 
     async def create_swarms(self) -> None:
         for swarm in self.plan.swarms:
@@ -108,9 +113,11 @@ class Workload:
                 name=swarm.slug,
                 namespace=self.namespace,
                 projects=[PROJECT],
-                annotations=swarm.annotations,
+                annotations={} if self.real else swarm.annotations,
                 startup_deadline_seconds=swarm.startup_deadline_seconds,
             )
+            if self.real:
+                body["spec"]["worker"].update(real_worker(swarm.real))
             await self._request("POST", f"{EXECUTIONS}/namespaces/{self.namespace}/swarms", body)
 
     # -- the run ------------------------------------------------------------------------------
@@ -138,7 +145,8 @@ class Workload:
             if execution.incarnation and not await self._ready_for_reuse(execution):
                 return
             pod = worker_pod_name(execution.name)
-            await self._plant(pod)
+            if not self.real:
+                await self._plant(pod)
             await asyncio.sleep(max(execution.at - self.now(), 0))
             planted = (
                 await self._plant_failed_pod(execution, pod) if execution.kind == "refused-adopted" else None
@@ -226,7 +234,12 @@ class Workload:
                 EXECUTION_LABEL: execution.name,
                 GENERATION_LABEL: "1",
             },
+            image=images.BUSYBOX_REF if self.real else pods.WORKER_IMAGE,
         )
+        if self.real:  # The container prints its marker and exits as planned.
+            [container] = body["spec"]["containers"]
+            container["command"] = ["/bin/sh", "-c", MARKER_SH + f"exit {execution.exit_code}"]
+            container["env"] = _POD_ENV
         created = await self._request("POST", f"/api/v1/namespaces/{self.namespace}/pods", body)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -241,13 +254,17 @@ class Workload:
         await asyncio.sleep(max(change.at - self.now(), 0))
         path = f"{EXECUTIONS}/namespaces/{self.namespace}/swarms/{change.swarm}"
         current = await self._request("GET", path)
-        old = ((current.get("spec") or {}).get("worker") or {}).get("annotations") or {}
-        annotations: dict[str, Any] = {k: None for k in old if k not in change.annotations}
-        annotations.update(change.annotations)
+        if self.real:
+            worker: dict[str, Any] = dict(real_worker(change.real))
+        else:
+            old = ((current.get("spec") or {}).get("worker") or {}).get("annotations") or {}
+            annotations: dict[str, Any] = {k: None for k in old if k not in change.annotations}
+            annotations.update(change.annotations)
+            worker = {"annotations": annotations}
         await self._request(
             "PATCH",
             path,
-            {"spec": {"worker": {"annotations": annotations}}},
+            {"spec": {"worker": worker}},
             content_type="application/merge-patch+json",
         )
         self.tally.actions["template changed"] += 1
@@ -330,6 +347,30 @@ class Workload:
                 if time.monotonic() > deadline or not _transient(str(error)):
                     raise
                 await asyncio.sleep(1.0)
+
+
+_POD_ENV: Final = [
+    {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+]
+
+
+def real_worker(worker: RealWorker) -> dict[str, Any]:
+    """A Swarm's worker template on the real node: busybox printing its marker, then the script
+    (or an image that cannot be pulled, or an env variable from a Secret that does not exist)."""
+    env: list[dict[str, Any]] = list(_POD_ENV)
+    if worker.missing_secret:
+        env.append(
+            {"name": "SOAK_SECRET", "valueFrom": {"secretKeyRef": {"name": "soak-missing", "key": "value"}}}
+        )
+    return {
+        "image": worker.image or images.BUSYBOX_REF,
+        "command": ["/bin/sh", "-c", MARKER_SH + worker.script],
+        "env": env,
+        "resources": {"limits": {"memory": worker.memory}} if worker.memory else {},
+        # busybox runs as root; the operator's Pod runs as non-root: the template names a user.
+        "securityContext": {"runAsUser": 65532},
+    }
 
 
 def _transient(message: str) -> bool:

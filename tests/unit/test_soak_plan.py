@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 
 import pytest
 
 from tests.soak import plan, resp
+from tests.soak.checker import model
 
 
 def test_a_seed_replays_the_same_plan_and_another_seed_does_not() -> None:
@@ -42,6 +44,7 @@ def test_the_quick_plan_has_every_kind_of_fault_and_of_execution() -> None:
 def test_the_real_node_adds_kubelet_and_containerd_restarts() -> None:
     kinds = {f.kind for f in plan.make(seed=3, executions=50, period=60, faults=40, node="real").faults}
     assert {"kubelet-restart", "containerd-restart"} <= kinds
+    assert "kwok-restart" not in kinds
     assert not {"kubelet-restart", "containerd-restart"} & set(plan.fault_kinds("kwok"))
 
 
@@ -91,3 +94,18 @@ def test_other_values_pass_unchanged() -> None:
 def test_a_stream_that_is_not_resp_is_refused() -> None:
     with pytest.raises(resp.ProtocolError):
         resp.AddressRewriter({}).feed(b"?what\r\n")
+
+
+def test_a_real_node_worker_prints_the_marker_the_checker_expects() -> None:
+    """The real node's worker script, run by this machine's sh: it prints the marker the checker
+    derives from the Pod's UID, and exits as planned."""
+    uid = "6f1c2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"
+    done = subprocess.run(
+        ["/bin/sh", "-c", plan.MARKER_SH + "exit 3"],
+        env={"POD_UID": uid, "POD_NAME": "swarm-worker-x-1", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert model.MARKER.findall(done.stdout) == [plan.real_marker(uid)] == ["6f1c2a3b4d5e6f70"]

@@ -15,7 +15,7 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -98,19 +98,23 @@ class _Follower:
 
 
 class PodObserver:
-    """Every worker Pod of ``namespace`` by UID, from its creation to its end."""
+    """Every worker Pod of ``namespace`` by UID, from its creation to its end.
+
+    ``marker(name, uid)``: the marker its log must carry, asked when the Pod is first seen (on
+    kwok the one planted for its name; on the real node its worker prints one from its UID).
+    """
 
     def __init__(
         self,
         *,
         api: kube.Api,
         namespace: str,
-        markers: Mapping[str, str],
+        marker: Callable[[str, str], str | None],
         prober: Prober | None,
         on_gone: Callable[[PodHistory], None] | None = None,
     ) -> None:
         self.pods: dict[str, PodHistory] = {}
-        self.markers = markers
+        self.marker = marker
         self.prober = prober
         self.on_gone = on_gone
         self._probes: set[asyncio.Task[None]] = set()
@@ -151,7 +155,7 @@ class PodObserver:
                 name=name,
                 slug=slug,
                 execution=execution,
-                marker=self.markers.get(name),
+                marker=self.marker(name, uid),
                 first_seen=at,
             )
         if history.gone:

@@ -130,6 +130,8 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             )
             await _converge(pods_seen, executions_seen, deadline=calm + options.bound)
             timings["convergence wait"] = time.monotonic() - calm
+            await pods_seen.resync()  # The end state from a list, whatever the watches missed.
+            await executions_seen.resync()
             await pods_seen.settle_probes()
             stored, read_error = await _read(client, plan)
             agreements = (

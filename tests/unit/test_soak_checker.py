@@ -425,3 +425,13 @@ def test_a_pod_that_failed_before_its_delete_was_refused_and_says_when() -> None
     verdicts = rules.judge_captures({"u1": pod}, _retained({"name": "p", "uid": "u1", "outcome": "deleted"}))
     assert _findings(verdicts) == [(1, "violated")]
     assert "refused 0.5s before its delete was seen" in verdicts.findings[0].detail
+
+
+def test_a_capture_of_a_pod_that_failed_once_deleted_is_not_a_violation() -> None:
+    running = {"phase": "Running", "containerStatuses": [{"name": "worker", "state": {"running": {}}}]}
+    pod = PodHistory(uid="u1", name="p", slug="exit78", execution="x1", marker=MARKER, first_seen=0.0)
+    pod.observe(status=running, deleting=True, at=1.0)
+    pod.observe(status=_failed(code=143), deleting=True, at=1.5)
+    pod.deleted = True
+    entry = {"name": "p", "uid": "u1", "outcome": "deleted", "startup": _startup(log=_line(MARKER), code=143)}
+    assert rules.judge_captures({"u1": pod}, _retained(entry)).findings == []

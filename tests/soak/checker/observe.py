@@ -62,6 +62,10 @@ class _Follower:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    async def resync(self) -> None:
+        """One list now, as after a break: what the watch missed is found out."""
+        await self._list()
+
     async def _list(self) -> str:
         while True:
             try:
@@ -133,6 +137,9 @@ class PodObserver:
     async def stop(self) -> None:
         await self._follower.stop()
         await self.settle_probes()
+
+    async def resync(self) -> None:
+        await self._follower.resync()
 
     async def settle_probes(self) -> None:
         while self._probes:
@@ -208,6 +215,9 @@ class ExecutionObserver:
 
     async def stop(self) -> None:
         await self._follower.stop()
+
+    async def resync(self) -> None:
+        await self._follower.resync()
 
     def by_name(self, name: str) -> ExecutionHistory | None:
         """The newest Execution of that name the checker saw."""

@@ -1,11 +1,13 @@
 """The six checks, as pure functions: histories and records in, findings and counts out.
 
-1. Every refused Pod that is gone has a capture carrying its own UID, stored under its own
+1. Every refused Pod that is gone has a capture carrying its own UID (refused by its status up
+   to its delete: a Pod the delete stopped is not a refused Pod deleted), stored under its own
    execution, and its own marker when a container of it ran (a degraded capture, with exit
    reasons and no ``log`` field, is the spec's answer to three failed log reads); never another
    Pod's. At most one capture per UID in each record. A launch capture next to a retained one is
    the spec's "launch removal kept the Pod, cleanup captured it" and is counted, not judged.
-2. No capture for a Pod that was not refused.
+2. No capture for a Pod that was not refused (at any time: a Pod that failed only once deleted
+   may be captured by a pass that reads it then, which is not wrong).
 3. Every refused Pod the operator deleted had its capture in Redis when the checker saw the
    delete (:class:`~.model.Probe`, made at once): no delete before a durable record.
 4. No worker Pod and no ``cleanup-journal`` entry is left at the end.
@@ -100,11 +102,13 @@ def judge_captures(
         stores = ", ".join(f"{c.where} {c.slug}/{c.execution}" for c in found)
         if seen is None:
             verdicts.unchecked(2, f"uid {uid}", f"a capture ({stores}) of a Pod the checker never saw")
-        elif not seen.refused and seen.final_known:
+        elif seen.refused or seen.refused_after_delete:
+            continue  # Refused when captured (one that failed once deleted may be captured then).
+        elif seen.final_known:
             verdicts.violated(
                 2, _pod(seen), f"captured ({stores}) but never refused: last status {_brief(seen)}"
             )
-        elif not seen.refused:
+        else:
             verdicts.unchecked(2, _pod(seen), f"captured ({stores}); its final status was not seen")
     verdicts.counts["captures stored"] = sum(len(v) for v in by_uid.values())
     return verdicts

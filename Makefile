@@ -12,6 +12,8 @@ PYTEST_ARGS ?=
 # of this site, so it is turned off for lint's output.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
 NODE ?= kwok
+SOAK_ARGS ?=
+SOAK_OUT ?= soak-reports
 
 .PHONY: help
 help: ## Show this help
@@ -124,6 +126,10 @@ bench: $(STAMP) system-deps-kwok binaries ## Benchmarks: capture vs baseline at 
 bench-history: $(STAMP) system-deps-kwok binaries ## Memory against history: 2,000 in flight + up to 20,000 Done Executions; restart to Ready
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m tests.bench.history
+
+.PHONY: soak
+soak: $(STAMP) system-deps binaries ## Seeded chaos soak, judged by an independent checker (tests/soak): 10,000 Executions under mixed faults; NODE=real: ~300 real workers (root); SOAK_ARGS="--quick", "--seed N", "--duration S"
+	$(PY) -m tests.soak --node $(NODE) --out $(SOAK_OUT) $(SOAK_ARGS)
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)

@@ -27,12 +27,14 @@ class OperatorProcess:
         namespace: str,
         log_path: Path,
         env: Mapping[str, str] | None = None,
+        verbose: bool = True,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.redis_url = redis_url
         self.namespace = namespace
         self.log_path = log_path
         self.extra_env = dict(env or {})
+        self.verbose = verbose
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -56,7 +58,9 @@ class OperatorProcess:
     def start(self, *, timeout: float = 30.0) -> None:
         if self.popen is not None and self.popen.poll() is None:
             raise RuntimeError("the operator is already running")
-        args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace, "--verbose"]
+        args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace]
+        if self.verbose:
+            args.append("--verbose")
         self.starts += 1
         mark = self.log().count(READY_LINE)
         with self.log_path.open("ab") as log:

@@ -30,10 +30,19 @@ DOWN_AFTER_MS = 1000
 class Sentinel:
     """One ``redis-sentinel`` process with its own writable config file."""
 
-    def __init__(self, *, primary_port: int, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        *,
+        primary_port: int,
+        host: str = "127.0.0.1",
+        down_after_ms: int = DOWN_AFTER_MS,
+        failover_timeout_ms: int = 180000,
+    ) -> None:
         self.host = host
         self.port = free_port(host=host)
         self._primary_port = primary_port
+        self._down_after_ms = down_after_ms
+        self._failover_timeout_ms = failover_timeout_ms
         self._dir = tempfile.TemporaryDirectory(prefix="redis-sentinel-")
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -44,10 +53,10 @@ class Sentinel:
             f"port {self.port}\nbind {self.host}\ndaemonize no\ndir {directory}\n"
             f"logfile {directory / 'sentinel.log'}\n"
             f"sentinel monitor {MASTER} {self.host} {self._primary_port} 2\n"
-            f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
-            # Long, so Sentinel does not "fix" the replica's master address (the relay) back to
-            # the primary's during a test (+fix-slave-config waits this long).
-            f"sentinel failover-timeout {MASTER} 180000\n"
+            f"sentinel down-after-milliseconds {MASTER} {self._down_after_ms}\n"
+            # Long by default, so Sentinel does not "fix" the replica's master address (the relay)
+            # back to the primary's during a test (+fix-slave-config waits this long).
+            f"sentinel failover-timeout {MASTER} {self._failover_timeout_ms}\n"
             f"sentinel parallel-syncs {MASTER} 1\n"
         )
         binary = shutil.which("redis-sentinel")

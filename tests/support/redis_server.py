@@ -119,6 +119,7 @@ class RedisServer:
         host: str = "127.0.0.1",
         startup_timeout: float = 15.0,
         extra_args: tuple[str, ...] = (),
+        config_file: Path | None = None,
     ) -> None:
         self._host = host
         self._port_fixed = port is not None
@@ -126,6 +127,7 @@ class RedisServer:
         self._password = password
         self._startup_timeout = startup_timeout
         self._extra_args = extra_args
+        self._config_file = config_file
         self._binary: str | None = None
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -209,6 +211,10 @@ class RedisServer:
         assert self._binary is not None
         command = [
             self._binary,
+            # A config file, when given, first: the options below override it. CONFIG REWRITE
+            # (Sentinel's, after it changes whom a server replicates) writes to it, so a server
+            # started again comes back in the role Sentinel gave it, as a deployed one does.
+            *([str(self._config_file)] if self._config_file is not None else []),
             "--bind", self._host,
             "--port", str(self._port),
             "--dir", str(self.directory),

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
+import yaml  # type: ignore[import-untyped, unused-ignore]
+
 from tests.support import progress
 from tests.support.cluster import host as _host, kwok_node, real_node
 from tests.support.cluster.pki import ADMIN_USER, make_pki, write_kubeconfig
@@ -138,6 +140,39 @@ class ControlPlane:
 
     def dead_children(self) -> list[Child]:
         return [c for c in self.children if not c.alive()]
+
+    def restart(self, name: str) -> Child:
+        """SIGKILL the child ``name`` (``kube-apiserver``, ``kwok``, ``kubelet``, ``containerd``) and
+        start it again with the same flags, ports and data, as a supervisor restarts a crashed
+        process. Returns at once; :meth:`serves` tells when it does its job again.
+
+        containerd is killed alone, not with its process group: its shims, and so the running
+        containers, outlive it as they outlive a real containerd restart.
+        """
+        [child] = [c for c in self.children if c.name == name]
+        starter = Starter(
+            workdir=self.workdir, children=self.children, detached=self.detached, deadline=time.monotonic()
+        )
+        return starter.respawn(child, group=name != "containerd")
+
+    def serves(self, name: str) -> bool:
+        """One check (no waiting) that the child ``name`` does its job: kube-apiserver is ready,
+        kwok is healthy and serves planted logs, the kubelet is healthy, containerd answers."""
+        try:
+            if name == "kube-apiserver":
+                return bool(api_ok(self, "/readyz"))
+            if name == "kwok":
+                port = int(self.kwok_url.rsplit(":", 1)[1])
+                healthy = http_ok(f"http://127.0.0.1:{port}/healthz", b"ok")
+                return bool(healthy) and self.kwok_get(kwok_node.READINESS_LOG_PATH, timeout=2)[0] == 200
+            if name == "kubelet":
+                config = yaml.safe_load((self.workdir / "kubelet.yaml").read_text())
+                return bool(http_ok(f"http://127.0.0.1:{config['healthzPort']}/healthz", b"ok"))
+            if name == "containerd":
+                return bool(real_node.ctr(self.workdir, "version", timeout=5))
+        except (OSError, http.client.HTTPException, ClusterError):
+            return False
+        raise ValueError(f"no health check for {name!r}")
 
     # -- REST -----------------------------------------------------------------------------
 

@@ -39,6 +39,10 @@ class Child:
     pid: int
     log: Path
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    argv: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """How it was started (empty for a child loaded from a state file): :func:`respawn` reuses it."""
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """The variables it got on top of ours."""
 
     def alive(self) -> bool:
         if self.popen is not None:
@@ -201,9 +205,25 @@ class Starter:
                 env={**os.environ, **(env or {})},
                 tied=tied,
             )
-        child = Child(name=name, pid=popen.pid, log=log, popen=popen)
+        child = Child(name=name, pid=popen.pid, log=log, popen=popen, argv=tuple(argv), env=dict(env or {}))
         self.children.append(child)
         return child
+
+    def respawn(self, child: Child, *, group: bool = True) -> Child:
+        """SIGKILL ``child`` and start it again with the same argv and environment: a crash and a
+        restart, on the same ports and the same data. ``group=False`` kills only its process, not
+        its group (containerd, whose shims must outlive it as they outlive a real restart)."""
+        if not child.argv:
+            raise ClusterError(f"{child.name} was not started here; its command line is unknown")
+        if group:
+            kill_groups([child])
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            if child.popen is not None:
+                child.popen.wait(timeout=10)
+        self.children.remove(child)
+        return self.spawn(child.name, child.argv, env=child.env)
 
     def fail(self, message: str) -> ClusterError:
         parts = [message]

@@ -1,0 +1,253 @@
+"""What the checker knows, as plain data: each worker Pod's history as its own watch saw it, the
+captures found in Redis, and the findings. Pure functions only; no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+#: The owner label on every worker Pod: ``agentihooks-swarm-<slug>``.
+OWNER_LABEL: Final = "swarm.agentihooks.io/controller-owner"
+EXECUTION_LABEL: Final = "swarm.agentihooks.io/execution-id"
+OWNER_PREFIX: Final = "agentihooks-swarm-"
+#: The planted marker in a worker's log: unique to the Pod (see :mod:`tests.soak.workload`).
+MARKER: Final = re.compile(r"soak-marker-([0-9a-f]{16})")
+
+Where = Literal["launch", "journal", "retained"]
+Verdict = Literal["violated", "unchecked"]
+
+
+def refused(status: Mapping[str, Any] | None) -> bool:
+    """The spec's definition: the Pod phase is Failed, or an init or main container has
+    terminated with a nonzero exit code (a terminated state without one counts as nonzero)."""
+    status = status or {}
+    if status.get("phase") == "Failed":
+        return True
+    return any(state.get("exitCode") != 0 for state in _terminated(status))
+
+
+def ran(status: Mapping[str, Any] | None) -> bool:
+    """Whether a container terminated: only then does a capture carry a log, and so a marker."""
+    return any(True for _ in _terminated(status or {}))
+
+
+def _terminated(status: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for field_ in ("initContainerStatuses", "containerStatuses"):
+        for item in status.get(field_) or []:
+            state = ((item or {}).get("state") or {}).get("terminated")
+            if isinstance(state, Mapping):
+                yield state
+
+
+@dataclass
+class Probe:
+    """What Redis held for a Pod just after the checker saw it deleted."""
+
+    found: bool | None
+    """True: a capture with its UID; False: none; None: Redis could not be read."""
+    where: str = ""
+    detail: str = ""
+
+
+@dataclass
+class PodHistory:
+    """One worker Pod (by UID) as the checker's own watch saw it."""
+
+    uid: str
+    name: str
+    slug: str
+    execution: str
+    marker: str | None
+    """The marker planted for its name when the checker first saw it (None: none planted)."""
+    first_seen: float
+    status: dict[str, Any] = field(default_factory=dict)
+    """The last status seen (from the DELETED event once it is gone)."""
+    seen_refused: bool = False
+    """A status seen up to its deletion was refused (refusal never goes back)."""
+    refused_at: float | None = None
+    deleting_at: float | None = None
+    """When the checker first saw it being deleted (deletionTimestamp set, or DELETED)."""
+    refused_after_delete: bool = False
+    """It turned refused only once it was being deleted: its containers were stopped by the
+    delete (a kubelet's SIGTERM; kwok's terminate Stage that fires late). The delete made it
+    fail, so it was not a refused Pod the operator deleted, and it is not judged as one."""
+    deleted: bool = False
+    """Its DELETED event was seen: :attr:`status` is its final status."""
+    vanished: bool = False
+    """It was gone at a relist after a break in the watch: its final status was not seen."""
+    probe: Probe | None = None
+
+    @property
+    def refused(self) -> bool:
+        """Refused before it was deleted: by the last status seen up to its deletion (the event
+        that shows ``deletionTimestamp`` carries the status the Pod had when it was deleted)."""
+        return self.seen_refused
+
+    @property
+    def final_known(self) -> bool:
+        """Whether the checker knows how it ended: it saw its deletion, or it still exists."""
+        return not self.vanished
+
+    @property
+    def gone(self) -> bool:
+        return self.deleted or self.vanished
+
+    def observe(self, *, status: Mapping[str, Any] | None, deleting: bool, at: float) -> None:
+        already_deleting = self.deleting_at is not None
+        self.status = dict(status or {})
+        if not refused(self.status):
+            pass
+        elif not already_deleting and not self.seen_refused:
+            self.seen_refused, self.refused_at = True, at
+        elif already_deleting and not self.seen_refused:
+            self.refused_after_delete = True
+        if deleting and self.deleting_at is None:
+            self.deleting_at = at
+
+
+def pod_identity(pod: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """``(uid, name, slug, execution)`` of a worker Pod, or None for any other Pod."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    owner = str(labels.get(OWNER_LABEL) or "")
+    if not owner.startswith(OWNER_PREFIX) or not metadata.get("uid"):
+        return None
+    return (
+        str(metadata["uid"]),
+        str(metadata.get("name") or ""),
+        owner.removeprefix(OWNER_PREFIX),
+        str(labels.get(EXECUTION_LABEL) or ""),
+    )
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One stored capture (or one removed/pinned Pod entry, which may have none)."""
+
+    where: Where
+    slug: str
+    execution: str
+    uid: str
+    pod: str
+    startup: Mapping[str, Any] | None
+    outcome: str | None = None
+
+    def markers(self) -> set[str]:
+        return {m for container in self.containers() for m in MARKER.findall(str(container.get("log") or ""))}
+
+    def containers(self) -> list[Mapping[str, Any]]:
+        return [c for c in (self.startup or {}).get("containers") or [] if isinstance(c, Mapping)]
+
+    def has_logs(self) -> bool:
+        """Some container's log was read (a degraded capture has no ``log`` field at all)."""
+        return any("log" in c for c in self.containers())
+
+
+class RecordError(ValueError):
+    """A stored record that does not parse as the spec's shape."""
+
+
+def captures_from(*, where: Where, slug: str, execution: str, raw: str) -> list[Capture]:
+    """The captures (and removed or pinned Pod entries) in one stored record."""
+    try:
+        document = json.loads(raw)
+    except ValueError as e:
+        raise RecordError(f"{where} {slug}/{execution}: not JSON: {raw[:200]!r}") from e
+    if not isinstance(document, Mapping):
+        raise RecordError(f"{where} {slug}/{execution}: not an object")
+    if where == "launch":
+        if not isinstance(document.get("uid"), str) or not isinstance(document.get("startup"), Mapping):
+            raise RecordError(f"launch {slug}/{execution}: no uid or startup: {raw[:200]!r}")
+        return [
+            Capture(
+                where=where,
+                slug=slug,
+                execution=execution,
+                uid=document["uid"],
+                pod=str(document.get("pod") or ""),
+                startup=document["startup"],
+            )
+        ]
+    entries: list[Mapping[str, Any]] = []
+    if where == "journal":
+        entries += ((document.get("pinned") or {}).get("pods")) or []
+    entries += ((document.get("removed") or {}).get("pods")) or []
+    found = []
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("uid"), str):
+            raise RecordError(f"{where} {slug}/{execution}: a pod entry without a uid: {raw[:200]!r}")
+        startup = entry.get("startup")
+        found.append(
+            Capture(
+                where=where,
+                slug=slug,
+                execution=execution,
+                uid=entry["uid"],
+                pod=str(entry.get("name") or ""),
+                startup=startup if isinstance(startup, Mapping) else None,
+                outcome=entry.get("outcome") if isinstance(entry.get("outcome"), str) else None,
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: int
+    verdict: Verdict
+    subject: str
+    detail: str
+
+    def line(self) -> str:
+        return f"rule {self.rule} {self.verdict}: {self.subject}: {self.detail}"
+
+
+#: Phases an Execution ends in (the spec's "converged").
+CONVERGED: Final = frozenset({"Done", "Invalid", "Blocked"})
+
+
+@dataclass
+class ExecutionHistory:
+    """One Execution (by UID: a name used again is another Execution) as the checker saw it."""
+
+    uid: str
+    name: str
+    phase: str = ""
+    launched: bool = False
+    """A launch was recorded on it (``status.hand``)."""
+    converged_at: float | None = None
+    """When it was first seen in a converged phase."""
+    deleting_at: float | None = None
+    gone_at: float | None = None
+    vanished: bool = False
+
+    def observe(self, *, body: Mapping[str, Any], at: float) -> None:
+        status = body.get("status") or {}
+        self.phase = str(status.get("phase") or "")
+        self.launched = self.launched or bool(status.get("hand"))
+        if self.phase in CONVERGED and self.converged_at is None:
+            self.converged_at = at
+        if (body.get("metadata") or {}).get("deletionTimestamp") and self.deleting_at is None:
+            self.deleting_at = at
+
+
+@dataclass
+class OperatorLife:
+    """One run of one operator replica's process, from its start to its end."""
+
+    replica: str
+    pid: int
+    peak_rss_kib: int = 0
+    """The largest VmHWM read from /proc (VmRSS when VmHWM is missing)."""
+    samples: int = 0
+    exit_code: int | None = None
+    killed_by_soak: bool = False
+    """Ended by a fault (SIGKILL, rolling restart) or at the end of the run, not by itself."""
+    tasks_up: dict[str, float] | None = None
+    """``agentihooks_swarm_task_up`` per task at its last scrape (None: /metrics had no such family)."""
+    task_restarts: dict[str, float] | None = None
+    scrapes: int = 0

@@ -1,0 +1,325 @@
+"""The six checks, as pure functions: histories and records in, findings and counts out.
+
+1. Every refused Pod that is gone has a capture carrying its own UID (refused by its status up
+   to its delete: a Pod the delete stopped is not a refused Pod deleted), stored under its own
+   execution, and its own marker when a container of it ran (a degraded capture, with exit
+   reasons and no ``log`` field, is the spec's answer to three failed log reads); never another
+   Pod's. At most one capture per UID in each record. A launch capture next to a retained one is
+   the spec's "launch removal kept the Pod, cleanup captured it" and is counted, not judged.
+2. No capture for a Pod that was not refused (at any time: a Pod that failed only once deleted
+   may be captured by a pass that reads it then, which is not wrong).
+3. Every refused Pod the operator deleted had its capture in Redis when the checker saw the
+   delete (:class:`~.model.Probe`, made at once): no delete before a durable record.
+4. No worker Pod and no ``cleanup-journal`` entry is left at the end.
+5. Every Execution converged (Done, Invalid or Blocked), and every Execution being deleted was
+   gone, within ``bound`` seconds of the faults stopping.
+6. Each operator process stayed under ``rss_bound_mib`` (VmHWM), exited only when the soak ended
+   it, and every background task was up at its last scrape (``agentihooks_swarm_task_up``).
+
+"could not check" (``unchecked``) is kept apart from ``violated``: a Pod deleted while the
+checker's watch was broken and last seen not refused, a capture of a Pod it never saw, a probe
+that found Redis unreachable, a log without any marker (kwok served no planted log), a metric
+that does not exist.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tests.soak.checker.model import (
+    Capture,
+    ExecutionHistory,
+    Finding,
+    OperatorLife,
+    PodHistory,
+    ran,
+)
+
+
+@dataclass
+class Verdicts:
+    findings: list[Finding] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    """What was checked and how it came out (``refused pods``, ``captures verified`` …)."""
+
+    def violated(self, rule: int, subject: str, detail: str) -> None:
+        self.findings.append(Finding(rule=rule, verdict="violated", subject=subject, detail=detail))
+
+    def unchecked(self, rule: int, subject: str, detail: str) -> None:
+        self.findings.append(Finding(rule=rule, verdict="unchecked", subject=subject, detail=detail))
+
+    def of(self, rule: int, verdict: str = "violated") -> list[Finding]:
+        return [f for f in self.findings if f.rule == rule and f.verdict == verdict]
+
+    @property
+    def violations(self) -> list[Finding]:
+        return [f for f in self.findings if f.verdict == "violated"]
+
+    def extend(self, other: Verdicts) -> None:
+        self.findings += other.findings
+        self.counts.update(other.counts)
+
+
+def _pod(pod: PodHistory) -> str:
+    return f"pod {pod.name} (uid {pod.uid}, execution {pod.slug}/{pod.execution})"
+
+
+def judge_captures(
+    pods: Mapping[str, PodHistory],
+    captures: Sequence[Capture],
+    *,
+    redis_read: bool = True,
+    executions: Mapping[str, ExecutionHistory] | None = None,
+) -> Verdicts:
+    """Rules 1 and 2 (see the module docstring); ``redis_read=False``: the end reads failed.
+    ``executions`` only adds to a finding that its Pod's name was used again."""
+    verdicts = Verdicts()
+    reused = _reused_names(executions or {})
+    by_uid: dict[str, list[Capture]] = defaultdict(list)
+    for capture in captures:
+        if capture.startup is not None:
+            by_uid[capture.uid].append(capture)
+    for pod in pods.values():
+        if pod.refused_after_delete:
+            verdicts.counts["pods that failed only once deleted (stopped by the delete)"] += 1
+        if not pod.gone:
+            continue  # Left over: rule 4's.
+        if not pod.refused:
+            if not pod.final_known:
+                verdicts.unchecked(
+                    1, _pod(pod), "deleted while the checker's watch was broken, last seen not refused"
+                )
+            continue
+        verdicts.counts["refused pods gone"] += 1
+        if not redis_read:
+            verdicts.unchecked(1, _pod(pod), "Redis could not be read at the end")
+            continue
+        _judge_refused(verdicts, pod, by_uid.get(pod.uid, []), reused=reused)
+    for uid, found in by_uid.items():
+        seen = pods.get(uid)
+        stores = ", ".join(f"{c.where} {c.slug}/{c.execution}" for c in found)
+        if seen is None:
+            verdicts.unchecked(2, f"uid {uid}", f"a capture ({stores}) of a Pod the checker never saw")
+        elif seen.refused or seen.refused_after_delete:
+            continue  # Refused when captured (one that failed once deleted may be captured then).
+        elif seen.final_known:
+            verdicts.violated(
+                2, _pod(seen), f"captured ({stores}) but never refused: last status {_brief(seen)}"
+            )
+        else:
+            verdicts.unchecked(2, _pod(seen), f"captured ({stores}); its final status was not seen")
+    verdicts.counts["captures stored"] = sum(len(v) for v in by_uid.values())
+    return verdicts
+
+
+def _reused_names(executions: Mapping[str, ExecutionHistory]) -> Counter[str]:
+    return Counter(e.name for e in executions.values())
+
+
+def _timing(pod: PodHistory, reused: Counter[str]) -> str:
+    """What helps tell how a refused Pod lost its capture: when it failed before its delete, and
+    whether its execution's name was used again."""
+    parts = []
+    if pod.refused_at is not None and pod.deleting_at is not None:
+        parts.append(f"refused {pod.deleting_at - pod.refused_at:.1f}s before its delete was seen")
+    if reused[pod.execution] > 1:
+        parts.append(f"its execution's name was used {reused[pod.execution]} times")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _judge_refused(
+    verdicts: Verdicts, pod: PodHistory, found: list[Capture], *, reused: Counter[str]
+) -> None:
+    if not found:
+        verdicts.violated(
+            1,
+            _pod(pod),
+            f"refused ({_brief(pod)}) and deleted; no capture carries its UID{_timing(pod, reused)}",
+        )
+        return
+    per_record = Counter((c.where, c.slug, c.execution) for c in found if c.where != "journal")
+    for (store, slug, execution), count in per_record.items():
+        if count > 1:
+            verdicts.violated(1, _pod(pod), f"captured {count} times in {store} {slug}/{execution}")
+    if {c.where for c in found} >= {"launch", "retained"}:
+        verdicts.counts["captured at launch and again by cleanup (launch kept the Pod)"] += 1
+    ok = True
+    for capture in found:
+        where = f"{capture.where} {capture.slug}/{capture.execution}"
+        if (capture.slug, capture.execution) != (pod.slug, pod.execution):
+            verdicts.violated(1, _pod(pod), f"its capture is stored under another execution: {where}")
+            ok = False
+            continue
+        if not ran(pod.status):
+            continue  # Never ran: the capture has no log, so no marker; its UID is the evidence.
+        markers = capture.markers()
+        if pod.marker is not None and markers and pod.marker not in markers:
+            verdicts.violated(
+                1, _pod(pod), f"its capture in {where} carries another Pod's marker {sorted(markers)}"
+            )
+            ok = False
+        elif pod.marker is not None and not markers and capture.has_logs():
+            logs = [str(c.get("log"))[:160] for c in capture.containers() if "log" in c]
+            verdicts.unchecked(1, _pod(pod), f"its capture in {where} has a log without any marker: {logs}")
+            ok = False
+        elif pod.marker is not None and not capture.has_logs():
+            verdicts.counts["captures verified without logs (exit reasons only)"] += 1
+    if ok:
+        verdicts.counts["refused pods with their own capture"] += 1
+        if ran(pod.status) and any(pod.marker in c.markers() for c in found if pod.marker):
+            verdicts.counts["captures verified by marker"] += 1
+
+
+def judge_deletes(
+    pods: Mapping[str, PodHistory], *, executions: Mapping[str, ExecutionHistory] | None = None
+) -> Verdicts:
+    """Rule 3: the probe made when the checker saw each refused Pod deleted."""
+    verdicts = Verdicts()
+    reused = _reused_names(executions or {})
+    for pod in pods.values():
+        if not pod.refused or not pod.gone:
+            continue
+        if pod.deleting_at is None or pod.probe is None:
+            verdicts.unchecked(3, _pod(pod), "its delete was not seen (the watch was broken)")
+        elif pod.probe.found is None:
+            verdicts.unchecked(
+                3, _pod(pod), f"Redis could not be read when it was deleted: {pod.probe.detail}"
+            )
+        elif not pod.probe.found:
+            verdicts.violated(
+                3,
+                _pod(pod),
+                f"deleted while Redis held no capture with its UID ({pod.probe.detail})"
+                + _timing(pod, reused),
+            )
+        else:
+            verdicts.counts["deletes with the capture already stored"] += 1
+    return verdicts
+
+
+def judge_leftovers(
+    pods: Mapping[str, PodHistory],
+    journal: Iterable[tuple[str, str]],
+    *,
+    planted: Mapping[str, str] | None = None,
+    executions: Mapping[str, ExecutionHistory] | None = None,
+) -> Verdicts:
+    """Rule 4: Pods not gone at the end, and journal entries left.
+
+    ``planted``: Pods the soak created itself (an adoptable worker Pod, as a launch that crashed
+    leaves one), by UID, with the UID of the Execution it was planted for. One left because that
+    Execution was deleted before any launch was recorded on it was never the operator's: it
+    could not be checked.
+    """
+    verdicts = Verdicts()
+    planted, executions = planted or {}, executions or {}
+    reused = _reused_names(executions)
+    for pod in pods.values():
+        if pod.gone:
+            continue
+        owner = executions.get(planted.get(pod.uid, ""))
+        if pod.uid in planted and (owner is None or not owner.launched):
+            verdicts.unchecked(
+                4,
+                _pod(pod),
+                f"left at the end ({_brief(pod)}); planted by the soak, and its Execution was deleted "
+                "before a launch was recorded on it: the operator never took it on",
+            )
+        else:
+            verdicts.violated(4, _pod(pod), f"left at the end ({_brief(pod)}){_timing(pod, reused)}")
+    for slug, name in journal:
+        verdicts.violated(4, f"cleanup-journal {slug}/{name}", "entry left at the end")
+    return verdicts
+
+
+def judge_convergence(
+    executions: Mapping[str, ExecutionHistory], *, faults_end: float, bound: float
+) -> Verdicts:
+    """Rule 5. ``faults_end``: when the last fault ended (same clock as the histories)."""
+    verdicts = Verdicts()
+    latest = 0.0
+    for execution in executions.values():
+        subject = f"execution {execution.name} (uid {execution.uid})"
+        if execution.deleting_at is not None or execution.gone_at is not None or execution.vanished:
+            if execution.gone_at is None and not execution.vanished:
+                verdicts.violated(5, subject, f"still being deleted at the end (phase {execution.phase!r})")
+                continue
+            if execution.gone_at is not None:
+                late = execution.gone_at - faults_end
+                latest = max(latest, late)
+                if late > bound:
+                    verdicts.violated(
+                        5, subject, f"gone {late:.0f}s after the faults stopped (bound {bound:.0f}s)"
+                    )
+                    continue
+            verdicts.counts["executions deleted and gone"] += 1
+            continue
+        if execution.converged_at is None:
+            verdicts.violated(5, subject, f"not converged at the end: phase {execution.phase or '(none)'!r}")
+            continue
+        late = execution.converged_at - faults_end
+        latest = max(latest, late)
+        if late > bound:
+            verdicts.violated(
+                5, subject, f"converged {late:.0f}s after the faults stopped (bound {bound:.0f}s)"
+            )
+            continue
+        verdicts.counts[f"executions {execution.phase}"] += 1
+    verdicts.counts["seconds to converge after the faults stopped"] = round(latest)
+    return verdicts
+
+
+def judge_operators(lives: Sequence[OperatorLife], *, rss_bound_mib: float) -> Verdicts:
+    """Rule 6."""
+    verdicts = Verdicts()
+    without_metrics = []
+    for life in lives:
+        subject = f"operator {life.replica} (pid {life.pid})"
+        peak = life.peak_rss_kib / 1024
+        verdicts.counts["peak RSS MiB"] = max(verdicts.counts["peak RSS MiB"], round(peak))
+        if life.samples == 0:
+            verdicts.unchecked(6, subject, "its memory was never read")
+        elif peak > rss_bound_mib:
+            verdicts.violated(6, subject, f"VmHWM {peak:.0f} MiB, above the bound of {rss_bound_mib:.0f} MiB")
+        if life.exit_code is not None and not life.killed_by_soak:
+            verdicts.violated(6, subject, f"exited by itself with code {life.exit_code}")
+        if life.tasks_up is None:
+            without_metrics.append(life)
+            continue
+        down = sorted(task for task, up in life.tasks_up.items() if up != 1)
+        if down:
+            verdicts.violated(6, subject, f"background tasks down at its last scrape: {down}")
+        verdicts.counts["background task restarts"] += int(sum((life.task_restarts or {}).values()))
+    if without_metrics:
+        scraped = sum(1 for life in without_metrics if life.scrapes)
+        verdicts.unchecked(
+            6,
+            f"{len(without_metrics)} operator processes",
+            "no agentihooks_swarm_task_up on their /metrics "
+            f"({scraped} answered a scrape): whether a background task died is not known",
+        )
+    return verdicts
+
+
+def _brief(pod: PodHistory) -> str:
+    status = pod.status
+    codes = [
+        str(((c.get("state") or {}).get("terminated") or {}).get("exitCode"))
+        for c in status.get("containerStatuses") or []
+        if ((c.get("state") or {}).get("terminated"))
+    ]
+    waiting = [
+        str(((c.get("state") or {}).get("waiting") or {}).get("reason"))
+        for c in status.get("containerStatuses") or []
+        if ((c.get("state") or {}).get("waiting"))
+    ]
+    parts = [f"phase {status.get('phase') or '?'}"]
+    if status.get("reason"):
+        parts.append(f"reason {status['reason']}")
+    if codes:
+        parts.append(f"exit {','.join(codes)}")
+    if waiting:
+        parts.append(f"waiting {','.join(waiting)}")
+    return " ".join(parts)

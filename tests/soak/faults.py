@@ -1,0 +1,227 @@
+"""Injects the plan's faults at their times, overlapping, and keeps the ledger of what was done.
+
+Faults of one group (:data:`tests.soak.plan.GROUPS`: the operator processes, the Redis servers,
+the cluster's processes) wait for each other, so that e.g. two Redis servers are never killed at
+once; a fault that waited starts late, and the ledger says when it really ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from tests.soak.plan import GROUPS, FaultPlan, Plan
+from tests.soak.rig import Replica, Rig
+from tests.support.proxy import WATCH_QUERY, Delay, Hang, Reset, Respond, Rule, WatchError
+
+#: The query of any request that is not a watch (a watch that never answers is a network
+#: outage kopf never recovers from by itself; timeouts and slow answers hit the other requests).
+NOT_WATCH: Final = re.compile(r"^(?!(?:.*&)?watch=(?:true|1)(?:&|$))", re.IGNORECASE)
+#: How long a restarted process may take to serve again before the fault counts as failed.
+RECOVERY: Final = 180.0
+#: How long a kubelet or containerd restart waits for a refused Pod to exist.
+WAIT_FOR_REFUSED: Final = 20.0
+
+
+@dataclass
+class Injected:
+    kind: str
+    planned_at: float
+    started: float
+    """Seconds after the soak's start (monotonic)."""
+    ended: float = 0.0
+    target: str = ""
+    detail: str = ""
+    ok: bool = True
+
+
+@dataclass
+class Ledger:
+    injected: list[Injected] = field(default_factory=list)
+
+    def counts(self) -> Counter[str]:
+        return Counter(i.kind for i in self.injected if i.ok)
+
+    @property
+    def end(self) -> float:
+        return max((i.ended for i in self.injected), default=0.0)
+
+
+class Injector:
+    def __init__(
+        self, *, rig: Rig, plan: Plan, origin: float, refused_waiting: Callable[[], int] | None = None
+    ) -> None:
+        self.rig = rig
+        self.plan = plan
+        self.origin = origin
+        #: How many refused worker Pods exist now (the checker's view): a kubelet or containerd
+        #: restart waits for some, so it comes while refused Pods wait for their capture.
+        self.refused_waiting = refused_waiting
+        self.ledger = Ledger()
+        self._locks = {group: asyncio.Lock() for group in set(GROUPS.values())}
+
+    def now(self) -> float:
+        return time.monotonic() - self.origin
+
+    async def run(self) -> Ledger:
+        await asyncio.gather(*(self._one(fault) for fault in self.plan.faults))
+        return self.ledger
+
+    async def _one(self, fault: FaultPlan) -> None:
+        await asyncio.sleep(max(fault.at - self.now(), 0))
+        group = GROUPS.get(fault.kind)
+        if group is None:
+            await self._perform(fault)
+            return
+        async with self._locks[group]:
+            await self._perform(fault)
+
+    async def _perform(self, fault: FaultPlan) -> None:
+        record = Injected(kind=fault.kind, planned_at=fault.at, started=self.now(), target=fault.target or "")
+        self.ledger.injected.append(record)
+        try:
+            record.detail = await self._inject(fault, record)
+        except Exception as error:  # A fault that could not be injected is reported, not fatal.
+            record.ok = False
+            record.detail = f"{type(error).__name__}: {error}"
+        record.ended = self.now()
+        print(
+            f"soak: {record.started:7.1f}s fault {fault.kind} {record.target} "
+            f"({record.ended - record.started:.1f}s) {'' if record.ok else 'FAILED '}"
+            f"{record.detail}".rstrip(),
+            flush=True,
+        )
+
+    async def _target(self, fault: FaultPlan, record: Injected) -> Replica:
+        """The replica a targeted fault hits: the leader (or, for ``standby``, the other one)."""
+        leader = await asyncio.to_thread(self.rig.leader)
+        replicas = list(self.rig.replicas.values())
+        if leader is None:
+            chosen = replicas[0]
+        elif fault.target == "leader":
+            chosen = leader
+        else:
+            chosen = next(r for r in replicas if r is not leader)
+        record.target = (
+            f"{fault.target}={chosen.name}" if leader is not None else f"{chosen.name} (no leader)"
+        )
+        return chosen
+
+    async def _inject(self, fault: FaultPlan, record: Injected) -> str:
+        kind = fault.kind
+        if kind.startswith("api-"):
+            return await self._api(fault, await self._target(fault, record))
+        if kind == "redis-partition":
+            replica = await self._target(fault, record)
+            self.rig.network.partition(replica.name)
+            try:
+                await asyncio.sleep(fault.seconds)
+            finally:
+                self.rig.network.heal(replica.name)
+            return f"operator {replica.name} cut off Redis for {fault.seconds:.1f}s"
+        if kind in ("leader-kill", "standby-kill"):
+            return await self._kill_operator(fault)
+        if kind == "rolling-restart":
+            for replica in self.rig.replicas.values():
+                await asyncio.to_thread(replica.restart, graceful=True)
+            return "SIGTERM and start, one replica after the other"
+        if kind.startswith("redis-"):
+            return await self._redis(fault)
+        name = {
+            "apiserver-restart": "kube-apiserver",
+            "kwok-restart": "kwok",
+            "kubelet-restart": "kubelet",
+            "containerd-restart": "containerd",
+        }[kind]
+        return await self._restart_child(name)
+
+    async def _api(self, fault: FaultPlan, replica: Replica) -> str:
+        proxy = replica.proxy
+        rules: list[Rule] = []
+        if fault.kind == "api-5xx":
+            rules.append(proxy.add_rule(path=".*", action=Respond(status=fault.status)))
+        elif fault.kind == "api-429":
+            rules.append(proxy.add_rule(path=".*", action=Respond(status=429, retry_after=1)))
+        elif fault.kind == "api-timeout":
+            rules.append(proxy.add_rule(path=".*", query=NOT_WATCH, action=Hang()))
+        elif fault.kind == "api-reset":
+            rules.append(proxy.add_rule(path=".*", action=Reset()))
+        elif fault.kind == "api-slow":
+            # Answered late, after the server acted: a client that gave up does not know it did.
+            rules.append(
+                proxy.add_rule(
+                    path=".*", query=NOT_WATCH, action=Delay(seconds=fault.delay, after_forward=True)
+                )
+            )
+        elif fault.kind == "api-watch-error":
+            rules.append(proxy.add_rule(path=".*", query=WATCH_QUERY, action=WatchError()))
+        try:
+            await asyncio.sleep(fault.seconds)
+        finally:
+            for rule in rules:
+                proxy.remove_rule(rule)
+        hits = sum(rule.hits for rule in rules)
+        late = f", answers {fault.delay:.1f}s late" if fault.kind == "api-slow" else ""
+        return f"operator {replica.name}'s API for {fault.seconds:.1f}s{late} ({hits} requests hit)"
+
+    async def _kill_operator(self, fault: FaultPlan) -> str:
+        leader = await asyncio.to_thread(self.rig.leader)
+        replicas = list(self.rig.replicas.values())
+        if fault.kind == "leader-kill":
+            victim: Replica = leader or replicas[0]
+            what = "the leader" if leader else "replica a (no leader held the Lease)"
+        else:
+            victim = next((r for r in replicas if r is not leader), replicas[1])
+            what = "the standby"
+        await asyncio.to_thread(victim.kill)
+        await asyncio.sleep(fault.seconds)
+        await asyncio.to_thread(victim.ensure_running)
+        return f"SIGKILL {what} ({victim.name}), started again after {fault.seconds:.1f}s"
+
+    async def _redis(self, fault: FaultPlan) -> str:
+        redis_set = self.rig.sentinel_set
+        settled = await asyncio.to_thread(redis_set.settled, replicas=1)
+        primary = await asyncio.to_thread(redis_set.primary)
+        if primary is None:
+            raise RuntimeError(f"no primary: {redis_set.describe()}")
+        if fault.kind == "redis-replica-kill":
+            victim = redis_set.replicas()[0]
+            await asyncio.to_thread(victim.kill)
+            await asyncio.sleep(fault.seconds)
+            await asyncio.to_thread(victim.start)
+            what = f"kill -9 replica {victim.port}, started again after {fault.seconds:.1f}s"
+        elif fault.kind == "redis-primary-restart":
+            await asyncio.to_thread(primary.kill)
+            await asyncio.to_thread(primary.start)
+            what = f"kill -9 primary {primary.port}, started again at once from its AOF"
+        else:
+            await asyncio.to_thread(primary.kill)
+            await asyncio.sleep(fault.seconds)
+            await asyncio.to_thread(primary.start)
+            what = f"kill -9 primary {primary.port} (failover), started again after {fault.seconds:.1f}s"
+        await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=1)
+        after = await asyncio.to_thread(redis_set.primary_port)
+        return f"{what}; primary now {after}" + ("" if settled else " (the set was not settled before)")
+
+    async def _restart_child(self, name: str) -> str:
+        waiting = ""
+        if name in ("kubelet", "containerd") and self.refused_waiting is not None:
+            for _ in range(int(WAIT_FOR_REFUSED / 0.2)):
+                if self.refused_waiting():
+                    break
+                await asyncio.sleep(0.2)
+            waiting = f" with {self.refused_waiting()} refused Pods waiting for their capture"
+        began = time.monotonic()
+        await asyncio.to_thread(self.rig.cluster.restart, name)
+        deadline = began + RECOVERY
+        while not await asyncio.to_thread(self.rig.cluster.serves, name):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not serve again within {RECOVERY:.0f}s")
+            await asyncio.sleep(0.5)
+        took = time.monotonic() - began
+        return f"{name} killed and started again (same flags and data){waiting}; serving after {took:.1f}s"

@@ -1,0 +1,269 @@
+"""One soak run: the rig up, the checker watching, the workload and the faults at once, then the
+wait for convergence, the end-of-run reads and the verdicts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import redis
+
+from tests.bench import kube
+from tests.soak import plan as plan_
+from tests.soak.checker import rules
+from tests.soak.checker.model import CONVERGED
+from tests.soak.checker.observe import ExecutionObserver, PodObserver, Prober, sample
+from tests.soak.checker.records import DEFAULT_PREFIX, Stored, read_all, read_commands_agree
+from tests.soak.faults import Injector
+from tests.soak.report import Report
+from tests.soak.rig import NAMESPACE, Rig
+from tests.soak.workload import Workload
+
+REPO: Final = Path(__file__).resolve().parents[2]
+#: How often the operators' memory and /metrics are read.
+SAMPLE_EVERY: Final = 2.0
+#: Spec read commands run for this many records of each kind.
+READ_SAMPLE: Final = 5
+
+
+@dataclass(frozen=True)
+class Options:
+    seed: int
+    executions: int
+    period: float
+    faults: int
+    node: plan_.Node
+    heavy_once: bool
+    workdir: Path
+    bound: float
+    """Rule 5: seconds after the faults stop within which every Execution must converge."""
+    rss_bound_mib: float
+
+
+def operator_under_test() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%h %s"], capture_output=True, text=True, check=False
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "--", "operator"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return (done.stdout.strip()[:72] or "unknown") + (" (operator/ modified)" if dirty.stdout.strip() else "")
+
+
+def run(options: Options) -> Report:
+    began = time.monotonic()
+    plan = plan_.make(
+        seed=options.seed,
+        executions=options.executions,
+        period=options.period,
+        faults=options.faults,
+        node=options.node,
+        heavy_once=options.heavy_once,
+    )
+    print(
+        f"soak: plan {plan.digest()}: {len(plan.executions)} Executions over {plan.period:.0f}s, "
+        f"{len(plan.faults)} faults",
+        flush=True,
+    )
+    with Rig(node=options.node, workdir=options.workdir) as rig:
+        setup = time.monotonic() - began
+        report = asyncio.run(_soak(rig, plan, options))
+    report.timings = {"setup": setup, **report.timings, "total": time.monotonic() - began}
+    return report
+
+
+async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
+    timings: dict[str, float] = {}
+    markers: dict[str, str] = {}
+    client = rig.sentinel_set.client()
+    prober = Prober(client=client, prefix=DEFAULT_PREFIX)
+    async with kube.Api(rig.cluster) as api:
+        origin = time.monotonic()
+        workload = Workload(
+            plan=plan,
+            api=api,
+            cluster=rig.cluster,
+            namespace=NAMESPACE,
+            origin=origin,
+            markers=markers,
+            reuse_patience=options.bound * 0.75,
+        )
+        pods_seen = PodObserver(
+            api=api,
+            namespace=NAMESPACE,
+            marker=(lambda name, uid: markers.get(name))
+            if plan.node == "kwok"
+            else (lambda name, uid: plan_.real_marker(uid)),
+            prober=prober,
+            on_gone=workload.pod_gone,
+        )
+        executions_seen = ExecutionObserver(api=api, namespace=NAMESPACE)
+        await pods_seen.start()
+        await executions_seen.start()
+        workload.attach(pods_seen=pods_seen, executions_seen=executions_seen)
+        sampler = asyncio.create_task(_supervise(rig), name="soak sampler")
+        try:
+            await workload.create_swarms()
+            origin = workload.origin = time.monotonic()
+            injector = Injector(
+                rig=rig,
+                plan=plan,
+                origin=origin,
+                refused_waiting=lambda: sum(1 for p in pods_seen.live() if p.refused),
+            )
+            tally, ledger = await asyncio.gather(workload.run(), injector.run())
+            # The bound counts from the last fault or the workload's last create, cancel or delete
+            # (not from its waits for a name to be free again).
+            calm = origin + max(ledger.end, workload.last_activity)
+            timings["workload and faults"] = time.monotonic() - origin
+            print(
+                f"soak: {workload.now():7.1f}s workload and faults over; waiting for convergence", flush=True
+            )
+            await _converge(pods_seen, executions_seen, deadline=calm + options.bound)
+            timings["convergence wait"] = time.monotonic() - calm
+            await pods_seen.resync()  # The end state from a list, whatever the watches missed.
+            await executions_seen.resync()
+            await pods_seen.settle_probes()
+            stored, read_error = await _read(client, plan)
+            agreements = (
+                await asyncio.to_thread(read_commands_agree, stored, env=rig.redis_env(), sample=READ_SAMPLE)
+                if read_error is None
+                else []
+            )
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+            await pods_seen.stop()
+            await executions_seen.stop()
+            workload.close()
+            client.close()
+    for replica in rig.replicas.values():  # A last reading of each running process.
+        if replica.life is not None and replica.pid is not None:
+            sample(replica.life, metrics_port=replica.metrics_port)
+    verdicts = rules.Verdicts()
+    verdicts.counts["worker pods seen"] = len(pods_seen.pods)
+    verdicts.extend(
+        rules.judge_captures(
+            pods_seen.pods,
+            stored.captures,
+            redis_read=read_error is None,
+            executions=executions_seen.executions,
+        )
+    )
+    verdicts.extend(rules.judge_deletes(pods_seen.pods, executions=executions_seen.executions))
+    verdicts.extend(
+        rules.judge_leftovers(
+            pods_seen.pods, stored.journal, planted=workload.planted, executions=executions_seen.executions
+        )
+    )
+    verdicts.extend(rules.judge_convergence(executions_seen.executions, faults_end=calm, bound=options.bound))
+    verdicts.extend(rules.judge_operators(rig.lives(), rss_bound_mib=options.rss_bound_mib))
+    _dump(
+        options.workdir,
+        pods=[asdict(p) for p in pods_seen.pods.values()],
+        executions=[asdict(e) for e in executions_seen.executions.values()],
+        captures=[asdict(c) for c in stored.captures],
+        findings=[asdict(f) for f in verdicts.findings],
+        faults=[asdict(i) for i in ledger.injected],
+    )
+    notes = [f"record that does not parse: {e}" for e in stored.errors]
+    if read_error is not None:
+        notes.append(f"Redis could not be read at the end: {read_error}")
+    if pods_seen.breaks or executions_seen.breaks:
+        notes.append(
+            f"the checker's watches broke {len(pods_seen.breaks)} (Pods) and {len(executions_seen.breaks)} "
+            f"(Executions) times and listed again; first: {(pods_seen.breaks + executions_seen.breaks)[:3]}"
+        )
+    if tally.adopted_not_failed:
+        notes.append(f"{tally.adopted_not_failed} planted Pods were not yet Failed when their Execution came")
+    return Report(
+        seed=plan.seed,
+        digest=plan.digest(),
+        node=plan.node,
+        operator=operator_under_test(),
+        planned_executions=len(plan.executions),
+        planned_faults=len(plan.faults),
+        ledger=ledger,
+        tally=tally,
+        kinds=plan.kinds(),
+        verdicts=verdicts,
+        agreements=agreements,
+        timings=timings,
+        bound=options.bound,
+        rss_bound_mib=options.rss_bound_mib,
+        notes=notes,
+    )
+
+
+async def _supervise(rig: Rig) -> None:
+    """Read each operator's memory and metrics; start again a replica that died by itself (its
+    life keeps the exit code, and rule 6 reports it)."""
+    while True:
+        for replica in rig.replicas.values():
+            life = replica.life
+            if life is not None and replica.pid is not None:
+                await asyncio.to_thread(sample, life, metrics_port=replica.metrics_port)
+            elif replica.died():
+                print(f"soak: operator {replica.name} exited by itself; starting it again", flush=True)
+                await asyncio.to_thread(replica.ensure_running)
+        await asyncio.sleep(SAMPLE_EVERY)
+
+
+async def _converge(pods_seen: PodObserver, executions_seen: ExecutionObserver, *, deadline: float) -> None:
+    """Until every Execution converged or went, and no worker Pod is left, or ``deadline``.
+
+    Once every Execution has converged, a Pod left is left for good (Done means its cleanup
+    finished), so the wait ends 15 s later rather than at the deadline.
+    """
+    converged_since: float | None = None
+    while time.monotonic() < deadline:
+        pending = [
+            e
+            for e in executions_seen.executions.values()
+            if e.gone_at is None
+            and not e.vanished
+            and (e.deleting_at is not None or e.phase not in CONVERGED)
+        ]
+        if not pending:
+            if not pods_seen.live():
+                return
+            converged_since = converged_since or time.monotonic()
+            if time.monotonic() - converged_since > 15:
+                return
+        else:
+            converged_since = None
+        await asyncio.sleep(1.0)
+
+
+async def _read(client: redis.Redis, plan: plan_.Plan) -> tuple[Stored, str | None]:
+    """The end-of-run read; Redis may still be failing over from the last fault: retried."""
+    last = ""
+    for _ in range(30):
+        try:
+            stored = await asyncio.to_thread(
+                read_all, client, prefix=DEFAULT_PREFIX, slugs=[s.slug for s in plan.swarms]
+            )
+            return stored, None
+        except Exception as error:  # redis-py's errors: any is "could not read".
+            last = f"{type(error).__name__}: {error}"
+            await asyncio.sleep(1.0)
+    return Stored(), last
+
+
+def _dump(workdir: Path, **tables: list[dict[str, Any]]) -> None:
+    """What the checker saw and found, one JSON document per line (``pods.jsonl`` …), for a
+    look after the run."""
+    for name, rows in tables.items():
+        with (workdir / f"{name}.jsonl").open("w") as out:
+            for row in rows:
+                out.write(json.dumps(row, default=str, sort_keys=True) + "\n")

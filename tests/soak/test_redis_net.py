@@ -1,0 +1,98 @@
+"""The soak's Redis against real servers and Sentinels: an operator's partition cuts it, and only
+it, off Redis, while the Sentinels keep seeing the servers; a failover reaches the operators
+through their proxies."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+import redis.sentinel
+
+from tests.soak.redis_net import RedisNet
+from tests.soak.redis_set import DOWN_AFTER_MS, SentinelSet
+from tests.support.redis_sentinel import MASTER
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rig() -> Iterator[tuple[SentinelSet, RedisNet]]:
+    with (
+        SentinelSet() as redis_set,
+        RedisNet(
+            servers=redis_set.server_ports, sentinels=redis_set.sentinel_ports, clients=("a", "b")
+        ) as net,
+    ):
+        yield redis_set, net
+
+
+def _client(net: RedisNet, name: str) -> redis.Redis:
+    """An operator's view: redis-py's Sentinel client on that operator's Sentinel proxies."""
+    addresses = [(a.split(":")[0], int(a.split(":")[1])) for a in net.sentinel_addresses(name).split(",")]
+    sentinel = redis.sentinel.Sentinel(addresses, sentinel_kwargs={"socket_timeout": 1})  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinel.master_for(MASTER, socket_timeout=1, socket_connect_timeout=1)  # type: ignore[no-untyped-call]
+    return client
+
+
+def _works(client: redis.Redis) -> bool:
+    try:
+        return bool(client.set("soak-net", "1"))
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return False
+
+
+def test_a_partition_cuts_one_operator_only_and_sentinel_fails_nothing_over(
+    rig: tuple[SentinelSet, RedisNet],
+) -> None:
+    redis_set, net = rig
+    a, b = _client(net, "a"), _client(net, "b")
+    primary = redis_set.primary_port()
+    assert primary is not None
+    assert _works(a) and _works(b)
+    connection = a.connection_pool.get_connection()
+    try:
+        assert connection.port == net.server_proxies["a"][primary]
+    finally:
+        a.connection_pool.release(connection)
+
+    net.partition("a")
+    try:
+        began = time.monotonic()
+        assert not _works(a)
+        assert time.monotonic() - began >= 0.9  # A timeout, as when packets are dropped.
+        assert _works(b)
+        time.sleep(DOWN_AFTER_MS / 1000 + 2)
+        assert redis_set.primary_port() == primary  # The Sentinels saw the primary all along.
+    finally:
+        net.heal("a")
+    deadline = time.monotonic() + 10
+    while not _works(a):
+        assert time.monotonic() < deadline, "operator a did not reach Redis again after the partition"
+        time.sleep(0.2)
+    a.close()
+    b.close()
+
+
+def test_a_failover_reaches_the_operator_through_its_proxies(rig: tuple[SentinelSet, RedisNet]) -> None:
+    redis_set, net = rig
+    a = _client(net, "a")
+    assert _works(a)
+    old = redis_set.primary()
+    assert old is not None
+    old.kill()
+    deadline = time.monotonic() + 60
+    while redis_set.primary_port() in (None, old.port):
+        assert time.monotonic() < deadline, "no failover"
+        time.sleep(0.2)
+    new = redis_set.primary_port()
+    assert new is not None
+    while not _works(a):
+        assert time.monotonic() < deadline, "operator a never wrote to the new primary"
+        time.sleep(0.2)
+    assert redis.Redis(port=new).get("soak-net") == b"1"
+    old.start()
+    redis_set.wait_settled(timeout=60)
+    a.close()

@@ -1,0 +1,391 @@
+"""Plays the plan's Executions against the cluster, as users would, straight to the API server
+(never through an operator's fault proxy).
+
+Before each Execution exists, the log its worker will print is planted (kwok serves it by Pod
+name, ``tests/support/pods.py``): ``worker startup refused: soak-marker-<16 hex> pod <name>``,
+with a fresh random marker each time, recorded in :attr:`Workload.markers`, so the checker knows
+which marker the Pod it sees next under that name must carry. A name is used again only once no
+Pod of that name is left (its marker is planted anew for the next Pod), and a planted log is
+removed once its Pod is gone (kwok reads every Logs object on each log request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tests.bench import kube
+from tests.soak.checker.model import CONVERGED, EXECUTION_LABEL, OWNER_LABEL, OWNER_PREFIX, PodHistory
+from tests.soak.checker.observe import EXECUTIONS, ExecutionObserver, PodObserver
+from tests.soak.plan import MARKER_SH, PROJECT, ExecutionPlan, Plan, RealWorker, TemplateChange
+from tests.support import builders, images, pods
+from tests.support.cluster import ClusterError, ControlPlane
+
+GENERATION_LABEL: Final = "swarm.agentihooks.io/generation"
+#: Logs are planted this long before their Execution is created.
+PLANT_LEAD: Final = 3.0
+#: How long the soak keeps retrying a request while the API server restarts.
+PATIENCE: Final = 120.0
+
+
+def worker_pod_name(execution: str) -> str:
+    """The operator's worker Pod name for an Execution's first attempt (its documented scheme)."""
+    return f"swarm-worker-{execution}-1"
+
+
+def marker_line(*, marker: str, pod: str) -> bytes:
+    return f"worker startup refused: soak-marker-{marker} pod {pod}\n".encode()
+
+
+@dataclass
+class Tally:
+    created: Counter[str] = field(default_factory=Counter)
+    actions: Counter[str] = field(default_factory=Counter)
+    reused: int = 0
+    reuse_skipped: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    adopted_not_failed: int = 0
+    """refused-adopted Pods not yet seen Failed when their Execution was created (timing)."""
+
+
+class Workload:
+    def __init__(
+        self,
+        *,
+        plan: Plan,
+        api: kube.Api,
+        cluster: ControlPlane,
+        namespace: str,
+        origin: float,
+        markers: dict[str, str],
+        reuse_patience: float = 120.0,
+    ) -> None:
+        self.plan = plan
+        self.api = api
+        self.cluster = cluster
+        self.namespace = namespace
+        self.origin = origin
+        self.markers = markers
+        self.tally = Tally()
+        self.reuse_patience = reuse_patience
+        #: When (seconds after ``origin``) the workload last created, cancelled or deleted something.
+        self.last_activity = 0.0
+        #: Pods the soak planted itself (refused-adopted), by UID: the UID of their Execution.
+        self.planted: dict[str, str] = {}
+        self.pods: PodObserver | None = None
+        self.executions: ExecutionObserver | None = None
+        self._threads = ThreadPoolExecutor(max_workers=6, thread_name_prefix="soak-plant")
+        self._name_locks: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._janitor: asyncio.Queue[PodHistory] = asyncio.Queue()
+
+    def now(self) -> float:
+        return time.monotonic() - self.origin
+
+    def attach(self, *, pods_seen: PodObserver, executions_seen: ExecutionObserver) -> None:
+        self.pods = pods_seen
+        self.executions = executions_seen
+
+    def pod_gone(self, history: PodHistory) -> None:
+        """The checker's watch saw a worker Pod go: its planted log may go too."""
+        if not self.real:
+            self._janitor.put_nowait(history)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=True, cancel_futures=True)
+
+    # -- setup --------------------------------------------------------------------------------
+
+    @property
+    def real(self) -> bool:
+        return self.plan.node == "real"
+
+    async def create_swarms(self) -> None:
+        for swarm in self.plan.swarms:
+            body = builders.swarm(
+                name=swarm.slug,
+                namespace=self.namespace,
+                projects=[PROJECT],
+                annotations={} if self.real else swarm.annotations,
+                startup_deadline_seconds=swarm.startup_deadline_seconds,
+            )
+            if self.real:
+                body["spec"]["worker"].update(real_worker(swarm.real))
+            await self._request("POST", f"{EXECUTIONS}/namespaces/{self.namespace}/swarms", body)
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def run(self) -> Tally:
+        janitor = asyncio.create_task(self._clean_logs(), name="soak janitor")
+        try:
+            changes = [asyncio.create_task(self._change(change)) for change in self.plan.changes]
+            for execution in self.plan.executions:
+                await asyncio.sleep(max(execution.at - PLANT_LEAD - self.now(), 0))
+                task = asyncio.create_task(self._play(execution), name=f"play {execution.name}")
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await asyncio.gather(*changes)
+        finally:
+            janitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await janitor
+        return self.tally
+
+    async def _play(self, execution: ExecutionPlan) -> None:
+        try:
+            if execution.incarnation and not await self._ready_for_reuse(execution):
+                return
+            pod = worker_pod_name(execution.name)
+            if not self.real:
+                await self._plant(pod)
+            await asyncio.sleep(max(execution.at - self.now(), 0))
+            planted = (
+                await self._plant_failed_pod(execution, pod) if execution.kind == "refused-adopted" else None
+            )
+            body = builders.execution(
+                name=execution.name,
+                namespace=self.namespace,
+                swarm=execution.swarm,
+                project=execution.project,
+            )
+            # A 409: an earlier try whose answer was lost (the API server restarting) created it.
+            created = await self._request(
+                "POST", f"{EXECUTIONS}/namespaces/{self.namespace}/executions", body, ok=(201, 409)
+            )
+            if planted is not None:
+                self.planted[planted] = str((created.get("metadata") or {}).get("uid") or "")
+            self.tally.created[execution.kind] += 1
+            self.last_activity = self.now()
+            if execution.incarnation:
+                self.tally.reused += 1
+            if execution.action is not None:
+                await asyncio.sleep(execution.action_after)
+                await self._act(execution)
+        except (kube.ApiError, ClusterError, OSError, TimeoutError) as error:
+            self.tally.failures.append(f"{execution.name}: {type(error).__name__}: {str(error)[:300]}")
+
+    async def _act(self, execution: ExecutionPlan) -> None:
+        path = f"{EXECUTIONS}/namespaces/{self.namespace}/executions/{execution.name}"
+        if execution.action == "cancel":
+            await self._request(
+                "PATCH",
+                path,
+                {"spec": {"cancel": True}},
+                content_type="application/merge-patch+json",
+                ok=(200, 404),
+            )
+        else:
+            await self._request("DELETE", path, ok=(200, 202, 404))
+        self.tally.actions[str(execution.action)] += 1
+        self.last_activity = self.now()
+
+    async def _ready_for_reuse(self, execution: ExecutionPlan) -> bool:
+        """Wait for the name's first Execution to end, delete it, and wait until it and its Pod
+        are gone. False (and why) when that does not happen within REUSE_PATIENCE."""
+        assert self.executions is not None and self.pods is not None
+        deadline = time.monotonic() + self.reuse_patience
+        path = f"{EXECUTIONS}/namespaces/{self.namespace}/executions/{execution.name}"
+        pod = worker_pod_name(execution.name)
+
+        def state() -> str:
+            assert self.executions is not None and self.pods is not None
+            earlier = self.executions.by_name(execution.name)
+            if earlier is None:
+                return "not seen"
+            if earlier.gone_at is None and not earlier.vanished:
+                return (
+                    "ended" if earlier.phase in CONVERGED or earlier.deleting_at else f"phase {earlier.phase}"
+                )
+            if any(p.name == pod for p in self.pods.live()):
+                return "its pod is left"
+            return "gone"
+
+        deleted = False
+        while (now := state()) != "gone":
+            if now == "ended" and not deleted:
+                await self._request("DELETE", path, ok=(200, 202, 404))
+                deleted = True
+            if time.monotonic() > deadline:
+                self.tally.reuse_skipped.append(f"{execution.name}: {now} after {self.reuse_patience:.0f}s")
+                return False
+            await asyncio.sleep(0.5)
+        return True
+
+    async def _plant_failed_pod(self, execution: ExecutionPlan, pod: str) -> str:
+        """The worker Pod of a refused-adopted Execution, planted first and already failed (the
+        Pod a launch that crashed before recording its hand leaves); returns its UID."""
+        assert self.pods is not None
+        body = pods.worker_pod(
+            name=pod,
+            namespace=self.namespace,
+            phase="Failed",
+            exit_code=execution.exit_code,
+            labels={
+                OWNER_LABEL: OWNER_PREFIX + execution.swarm,
+                EXECUTION_LABEL: execution.name,
+                GENERATION_LABEL: "1",
+            },
+            image=images.BUSYBOX_REF if self.real else pods.WORKER_IMAGE,
+        )
+        if self.real:  # The container prints its marker and exits as planned.
+            [container] = body["spec"]["containers"]
+            container["command"] = ["/bin/sh", "-c", MARKER_SH + f"exit {execution.exit_code}"]
+            container["env"] = _POD_ENV
+        created = await self._request("POST", f"/api/v1/namespaces/{self.namespace}/pods", body)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if any(p.name == pod and p.refused for p in self.pods.live()):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            self.tally.adopted_not_failed += 1
+        return str(created["metadata"]["uid"])
+
+    async def _change(self, change: TemplateChange) -> None:
+        await asyncio.sleep(max(change.at - self.now(), 0))
+        path = f"{EXECUTIONS}/namespaces/{self.namespace}/swarms/{change.swarm}"
+        current = await self._request("GET", path)
+        if self.real:
+            worker: dict[str, Any] = dict(real_worker(change.real))
+        else:
+            old = ((current.get("spec") or {}).get("worker") or {}).get("annotations") or {}
+            annotations: dict[str, Any] = {k: None for k in old if k not in change.annotations}
+            annotations.update(change.annotations)
+            worker = {"annotations": annotations}
+        await self._request(
+            "PATCH",
+            path,
+            {"spec": {"worker": worker}},
+            content_type="application/merge-patch+json",
+        )
+        self.tally.actions["template changed"] += 1
+        print(f"soak: {self.now():7.1f}s Swarm {change.swarm}'s template changed", flush=True)
+
+    # -- planted logs -------------------------------------------------------------------------
+
+    def _lock(self, pod: str) -> asyncio.Lock:
+        return self._name_locks.setdefault(pod, asyncio.Lock())
+
+    async def _plant(self, pod: str) -> None:
+        marker = secrets.token_hex(8)
+        async with self._lock(pod):
+            self.markers[pod] = marker
+            content = marker_line(marker=marker, pod=pod)
+            loop = asyncio.get_running_loop()
+            deadline = time.monotonic() + PATIENCE
+            while True:
+                try:
+                    await loop.run_in_executor(self._threads, self._plant_blocking, pod, content)
+                    return
+                except (ClusterError, OSError) as error:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(1.0)
+                    del error
+
+    def _plant_blocking(self, pod: str, content: bytes) -> None:
+        pods.plant_log_blocking(
+            cluster=self.cluster,
+            namespace=self.namespace,
+            pod=pod,
+            container="worker",
+            content=content,
+            timeout=60,
+        )
+
+    async def _clean_logs(self) -> None:
+        """Remove a gone Pod's planted log, unless its name has a newer one or a live Pod."""
+        assert self.pods is not None
+        while True:
+            history = await self._janitor.get()
+            async with self._lock(history.name):
+                if self.markers.get(history.name) != history.marker:
+                    continue
+                if any(p.name == history.name for p in self.pods.live()):
+                    continue
+                with contextlib.suppress(kube.ApiError):
+                    await self.api.request(
+                        "DELETE",
+                        f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{self.namespace}/logs/{history.name}",
+                        ok=(200, 202, 404),
+                        attempts=3,
+                    )
+                    directory = self.cluster.pod_logs_dir / self.namespace / history.name
+                    for path in directory.glob("*"):
+                        path.unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+
+    # -- requests -----------------------------------------------------------------------------
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        ok: tuple[int, ...] = (200, 201),
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """A request retried for PATIENCE seconds (the API server may be restarting)."""
+        deadline = time.monotonic() + PATIENCE
+        while True:
+            try:
+                return await self.api.request(
+                    method, path, body, ok=ok, content_type=content_type, attempts=4
+                )
+            except kube.ApiError as error:
+                if time.monotonic() > deadline or not _transient(str(error)):
+                    raise
+                await asyncio.sleep(1.0)
+
+
+_POD_ENV: Final = [
+    {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+]
+
+
+def real_worker(worker: RealWorker) -> dict[str, Any]:
+    """A Swarm's worker template on the real node: busybox printing its marker, then the script
+    (or an image that cannot be pulled, or an env variable from a Secret that does not exist)."""
+    env: list[dict[str, Any]] = list(_POD_ENV)
+    if worker.missing_secret:
+        env.append(
+            {"name": "SOAK_SECRET", "valueFrom": {"secretKeyRef": {"name": "soak-missing", "key": "value"}}}
+        )
+    return {
+        "image": worker.image or images.BUSYBOX_REF,
+        "command": ["/bin/sh", "-c", MARKER_SH + worker.script],
+        "env": env,
+        "resources": {"limits": {"memory": worker.memory}} if worker.memory else {},
+        # busybox runs as root; the operator's Pod runs as non-root: the template names a user.
+        "securityContext": {"runAsUser": 65532},
+    }
+
+
+def _transient(message: str) -> bool:
+    """A failure the API server's restart explains: no connection, 429 or 5xx."""
+    return any(
+        part in message
+        for part in (
+            "Error:",
+            "429",
+            " 500 ",
+            " 502 ",
+            " 503 ",
+            " 504 ",
+            "Connect",
+            "Disconnected",
+            "Timeout",
+        )
+    )

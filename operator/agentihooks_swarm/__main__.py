@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
 import json
 import logging
 import signal
@@ -35,9 +33,6 @@ VIEWS = {
     "hand": (store_.HANDS, None, "the hand result"),
     "final": (store_.FINALS, None, "the attempt's final record"),
 }
-
-#: The line the operator logs once it runs (tests and the demo wait for it).
-STARTED = "agentihooks-swarm started"
 
 
 def _store_error(e: Exception) -> int:
@@ -138,58 +133,34 @@ async def serve(
     probes: tuple[str, int] | None,
     capture: diagnostics.Capture = diagnostics.startup,
 ) -> int:
-    """The operator: its supervised tasks (kopf's handlers among them) and its probes, until
+    """The operator (:func:`serving.running`) with kopf's handlers in a thread of their own, until
     SIGTERM or SIGINT, or until the supervisor gives a task up (then the exit status is 1).
 
-    ``capture`` is always :func:`diagnostics.startup` when the operator runs as itself; only the
-    bench passes another (its capture-free baseline), in-process.
+    ``capture``: see :func:`serving.running` (only the bench passes another).
     """
-    from agentihooks_swarm import app as app_, handlers, health, kopf_adapter, supervisor
+    from agentihooks_swarm import handlers, kopf_adapter, serving, supervisor
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with app_.open_app(settings=settings, capture=capture) as app, contextlib.AsyncExitStack() as stack:
-        app.supervisor.on_give_up = lambda name: stop.set()
-        if settings.metrics_port:
-            app.metrics.serve(port=settings.metrics_port)
-        if probes is not None:
-            host, port = probes
-            await stack.enter_async_context(
-                health.serving(host=host, port=port, healthy=app.problems, ready=app.synced)
-            )
-        kopf_operator = kopf_adapter.Operator(
-            registry=handlers.register(
-                kopf_adapter.registry(credentials=api.configuration), app=app, loop=loop
-            ),
-            settings=kopf_adapter.settings(),
-            namespaces=namespaces,
+
+    def give_up(name: str) -> None:
+        stop.set()
+
+    async with serving.running(settings=settings, probes=probes, on_give_up=give_up, capture=capture) as now:
+        registry = handlers.register(
+            kopf_adapter.registry(credentials=api.configuration), running=lambda _: now
         )
-        await app.leader.attempt()  # Decide before anything runs, so the leader starts at once.
-        for runnable in [*app.runnables(), supervisor.Runnable(name="kopf", run=kopf_operator.run)]:
-            app.supervisor.start(runnable)
-        stack.push_async_callback(app.leader.release)
-        stack.push_async_callback(app.supervisor.stop)
-        stack.callback(kopf_operator.stop)
+        kopf_operator = kopf_adapter.Operator(
+            registry=registry, settings=kopf_adapter.settings(), namespaces=namespaces
+        )
+        now.app.supervisor.start(supervisor.Runnable(name="kopf", run=kopf_operator.run))
         try:
-            await app.store.ping()
-        except Exception as e:
-            logger.error("%s; captures cannot be stored until it is back, so refused pods are kept.", e)
-        _settle_memory()
-        logger.info("%s (namespace: %s).", STARTED, ", ".join(namespaces) or "all")
-        await stop.wait()
-        logger.info("agentihooks-swarm stopping.")
-    return 1 if app.supervisor.given_up else 0
-
-
-def _settle_memory() -> None:
-    """What is alive now (the modules: kubernetes-asyncio's client alone is tens of MiB of objects)
-    lives as long as the process: the collector need not traverse it again in every full
-    collection. Each step allocates thousands of short-lived objects (JSON, requests, tasks), so
-    the young generation is collected every 5,000 allocations, not 700."""
-    gc.freeze()
-    gc.set_threshold(5000, 10, 10)
+            await stop.wait()
+        finally:
+            kopf_operator.stop()
+    return 1 if now.app.supervisor.given_up else 0
 
 
 def _run(argv: list[str]) -> int:

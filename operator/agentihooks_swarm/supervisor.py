@@ -103,8 +103,7 @@ class Supervisor:
             self._set_up(runnable.name, True)
             try:
                 await runnable.run()
-            except asyncio.CancelledError:
-                self._set_up(runnable.name, False)
+            except asyncio.CancelledError:  # Stopped, not failed: its gauge keeps saying it ran.
                 raise
             except Exception as e:
                 error: BaseException = e

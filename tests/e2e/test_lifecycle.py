@@ -289,3 +289,33 @@ async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgot
     assert owner["uid"] == second_uid != first_uid
     assert await worker_pods(admin_api, namespace) == []
     assert json.dumps(await journal_entries(redis_url)) == "{}"
+
+
+async def test_kopf_run_hosts_the_same_operator(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    """``kopf run -m agentihooks_swarm.handlers``: kopf's CLI hosts the operator; a refused worker
+    is captured and cleaned up as with ``python -m agentihooks_swarm run``."""
+    name = "hosted"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, via_kopf=True)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+    async def done() -> bool:
+        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        return status.get("phase") == "Done"
+
+    await helpers.eventually(done, what=f"{name} Done under kopf run", operator=process, timeout=60)
+    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
+    process.stop()
+    assert "agentihooks-swarm stopping" in process.log()

@@ -28,6 +28,7 @@ class OperatorProcess:
         log_path: Path,
         env: Mapping[str, str] | None = None,
         verbose: bool = True,
+        via_kopf: bool = False,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.redis_url = redis_url
@@ -35,6 +36,9 @@ class OperatorProcess:
         self.log_path = log_path
         self.extra_env = dict(env or {})
         self.verbose = verbose
+        #: ``kopf run -m agentihooks_swarm.handlers`` (kopf's CLI hosts the operator) instead of
+        #: ``python -m agentihooks_swarm run``.
+        self.via_kopf = via_kopf
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -59,6 +63,9 @@ class OperatorProcess:
         if self.popen is not None and self.popen.poll() is None:
             raise RuntimeError("the operator is already running")
         args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace]
+        if self.via_kopf:
+            args = [sys.executable, "-m", "kopf", "run", "-m", "agentihooks_swarm.handlers"]
+            args += ["--namespace", self.namespace, "--standalone"]
         if self.verbose:
             args.append("--verbose")
         self.starts += 1

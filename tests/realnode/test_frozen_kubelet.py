@@ -1,0 +1,73 @@
+"""A node whose kubelet stops answering for a while (a kubelet restart, a frozen node, a network
+blip) costs no log: with the chart's defaults (cleanup interval 10 s, API timeout 10 s) the
+operator keeps the refused worker while the kubelet is frozen (SIGSTOP) for 90 s, and captures
+its log once the kubelet answers again.
+
+Before, the three counted log reads failed 20 s apart and the Pod was deleted with exit reasons
+only at 60 s: a read that fails because the node did not answer now counts only 10 s, 60 s and
+300 s after the first failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from agentihooks_swarm.kubernetes import labels
+from tests.e2e import helpers
+from tests.realnode import images
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+
+SLUG = "frozen"
+CHART_DEFAULTS = {
+    "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "10",
+    "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "10",
+}
+FROZEN_SECONDS = 90
+
+
+async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captured(
+    admin_api: client.ApiClient, control_plane: ControlPlane, namespace: str, operator: OperatorFactory
+) -> None:
+    [kubelet] = [c for c in control_plane.children if c.name == "kubelet"]
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, env=CHART_DEFAULTS)
+    script = "echo 'worker: grant taken'; sleep 3; echo 'worker: refused after a frozen node' >&2; exit 78"
+    await helpers.create(
+        admin_api,
+        builders.swarm(name=SLUG, namespace=namespace, image=images.BUSYBOX, command=["sh", "-c", script]),
+    )
+    await helpers.create(admin_api, builders.execution(name="thaws", namespace=namespace, swarm=SLUG))
+    name = labels.worker_pod_name(execution="thaws", generation=1)
+    await pods.wait_for_phase(admin_api, namespace=namespace, name=name, phase="Failed", timeout=90)
+    os.kill(kubelet.pid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        while time.monotonic() - frozen_at < FROZEN_SECONDS:
+            assert await helpers.pod_exists(admin_api, namespace=namespace, name=name), (
+                f"deleted {time.monotonic() - frozen_at:.0f}s into the freeze:\n{process.tail(40)}"
+            )
+            await asyncio.sleep(2)
+    finally:
+        os.kill(kubelet.pid, signal.SIGCONT)
+    assert "node_unreachable" in process.log() or "timeout" in process.log()  # It did try, and wait.
+
+    async def done() -> dict[str, Any] | None:
+        status = (await helpers.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
+        return status if status.get("phase") == "Done" else None
+
+    await helpers.eventually(done, what="the capture after the thaw", operator=process, timeout=120)
+    retained = await helpers.stored(process.redis_url, slug=SLUG, name="attempt-retained", execution="thaws")
+    [entry] = retained["removed"]["pods"]
+    assert entry["outcome"] == "deleted"
+    assert (entry.get("log_reads") or 0) < 3  # Counted at most at 10 s and 60 s.
+    [container] = entry["startup"]["containers"]
+    assert container["terminated"]["exitCode"] == 78
+    texts = [line.split(" ", 1)[1] for line in container["log"].splitlines()]
+    assert texts == ["worker: grant taken", "worker: refused after a frozen node"]

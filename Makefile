@@ -113,8 +113,8 @@ demo-intro:
 	fi
 
 .PHONY: run
-run: $(STAMP) ## Run the operator locally against KUBECONFIG (kopf run), e.g. after cluster-up
-	$(PY) -m agentihooks_swarm run --namespace "$${AGENTIHOOKS_SWARM_NAMESPACE:-default}" --standalone
+run: $(STAMP) ## Run the operator locally against KUBECONFIG (python -m agentihooks_swarm run), e.g. after cluster-up
+	$(PY) -m agentihooks_swarm run --namespace "$${AGENTIHOOKS_SWARM_NAMESPACE:-default}"
 
 .PHONY: bench
 bench: $(STAMP) system-deps-kwok binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000, three runs each (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md)

@@ -1,6 +1,6 @@
 """``make bench`` (``python -m tests.bench``): the capture's cost against a baseline.
 
-The operator runs as in production (kopf runs ``agentihooks_swarm.handlers``, the chart's timings)
+The operator runs as in production (``serve`` of ``python -m agentihooks_swarm run``, the chart's timings)
 against the local real control plane through a counting fault proxy (no fault rules) and a real
 redis-server. Each scenario runs at N = 100, 500 and 2000 in two modes, capture and baseline
 (the baseline is assembled here, in ``controller.py``: the operator has no switch for it), three

@@ -563,3 +563,12 @@ def test_plain_rbac_manifests_grant_what_the_chart_grants(helm: Any, tmp_path: A
         assert plain[(kind, "agentihooks-swarm-controller")]["subjects"] == subject
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         assert plain[(kind, "agentihooks-swarm-controller")]["metadata"]["namespace"] == "agentihooks-swarm"
+
+
+def test_records_are_kept_for_good_by_default_and_the_notes_say_what_that_costs(chart: Chart) -> None:
+    rendered = chart.render()
+    assert rendered.env()["AGENTIHOOKS_SWARM_RETENTION_SECONDS"]["value"] == "0"
+    notes = chart.notes()
+    assert "Records are kept for good" in notes and "64 KiB of log per container" in notes
+    chosen = chart.notes({"redis": {"retention": {"seconds": 86400}}})
+    assert "Records are removed 86400 s after" in chosen and "kept for good" not in chosen

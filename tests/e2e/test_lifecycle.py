@@ -319,3 +319,47 @@ async def test_kopf_run_hosts_the_same_operator(
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     process.stop()
     assert "agentihooks-swarm stopping" in process.log()
+
+
+async def test_an_execution_deleted_before_its_hand_was_written_still_has_its_worker_cleaned_up(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    threaded_fault_proxy: FaultProxy,
+    fault_proxy_kubeconfig: Path,
+) -> None:
+    """The soak found it on the version before: a launch created the worker, the status that
+    records its hand could not be written, and the Execution was deleted; its delete handler saw no
+    hand and let it go, and the worker was left. The name's claim says a launch may have begun."""
+    name = "deleted-unrecorded"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
+    status_path = rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions/{name}/status"
+    threaded_fault_proxy.fail(status=500, method="PATCH", path=status_path, times=None)
+    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+    async def launched() -> bool:
+        return await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
+
+    await helpers.eventually(launched, what="the worker launched", operator=process)
+    assert not ((await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {})
+    await delete_execution(admin_api, namespace, name)
+    threaded_fault_proxy.clear_rules()
+
+    async def gone() -> bool:
+        return name not in await executions_left(admin_api, namespace)
+
+    await helpers.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
+    assert await worker_pods(admin_api, namespace) == []
+    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    assert retained is not None and retained["final"]["state"] == "cancelled"
+    [entry] = retained["removed"]["pods"]
+    assert entry["name"] == pod and entry["outcome"] in ("deleted", "absent_after_send")
+    assert await journal_entries(redis_url) == {}

@@ -136,3 +136,21 @@ async def test_stop_cancels_every_task() -> None:
         keeper.start(supervisor.Runnable(name="x", run=forever))
         keeper.start(supervisor.Runnable(name="x", run=forever))
     await keeper.stop()
+
+
+async def test_a_task_stopped_with_the_operator_is_not_reported_down() -> None:
+    """The soak's checker read a replica's gauges as it stopped (a rolling restart) and saw every
+    task down: a task cancelled by stop() did not fail, and its gauge keeps saying it ran."""
+    metrics = metrics_.Metrics()
+    keeper = supervisor.Supervisor(metrics=metrics)
+    started = asyncio.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    keeper.start(supervisor.Runnable(name="watch executions", run=forever))
+    await started.wait()
+    await keeper.stop()
+    assert value(metrics, "agentihooks_swarm_task_up", task="watch executions") == 1
+    assert value(metrics, "agentihooks_swarm_task_restarts_total", task="watch executions") == 0

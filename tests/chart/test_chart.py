@@ -154,11 +154,7 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
     assert parsed.metrics_port == 9090
     assert parsed.key_prefix == "agentihooks-swarm"
     assert parsed.startup_deadline_seconds == 600
-    assert (parsed.redis_mode, parsed.redis_min_replicas, parsed.retention_seconds) == (
-        "standalone",
-        0,
-        2592000,
-    )
+    assert (parsed.redis_mode, parsed.redis_min_replicas, parsed.retention_seconds) == ("standalone", 0, 0)
 
 
 def test_ttl_null_keeps_done_executions(chart: Chart) -> None:
@@ -499,7 +495,7 @@ def test_image_values(chart: Chart) -> None:
             "/redis/external/sentinel/addresses",
         ),
         ({"redis": {"minReplicas": -1}}, "/redis/minReplicas"),
-        ({"redis": {"retention": {"seconds": 0}}}, "/redis/retention/seconds"),
+        ({"redis": {"retention": {"seconds": -1}}}, "/redis/retention/seconds"),
         ({"redis": {"bundled": {"appendFsync": "sometimes"}}}, "/redis/bundled/appendFsync"),
         ({"redis": {"bundled": {"persistence": {"size": "lots"}}}}, "/redis/bundled/persistence/size"),
         ({"redis": {"bundled": {"maxmemoryPolicy": "allkeys-lru"}}}, "/redis/bundled"),

@@ -38,17 +38,27 @@ async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captur
 ) -> None:
     [kubelet] = [c for c in control_plane.children if c.name == "kubelet"]
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, env=CHART_DEFAULTS)
-    script = "echo 'worker: grant taken'; sleep 3; echo 'worker: refused after a frozen node' >&2; exit 78"
+    script = "echo 'worker: grant taken'; sleep 5; echo 'worker: refused after a frozen node' >&2; exit 78"
     await helpers.create(
         admin_api,
         builders.swarm(name=SLUG, namespace=namespace, image=images.BUSYBOX, command=["sh", "-c", script]),
     )
     await helpers.create(admin_api, builders.execution(name="thaws", namespace=namespace, swarm=SLUG))
+
+    async def handed() -> bool:
+        status = (await helpers.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
+        return bool((status.get("hand") or {}).get("handed"))
+
+    await helpers.eventually(handed, what="the hand", operator=process, timeout=60)
+    # The operator stops while the worker runs, so that nothing reads the worker's log before the
+    # node is frozen; it starts again once the kubelet has reported the failure and is frozen.
+    process.stop()
     name = labels.worker_pod_name(execution="thaws", generation=1)
     await pods.wait_for_phase(admin_api, namespace=namespace, name=name, phase="Failed", timeout=90)
     os.kill(kubelet.pid, signal.SIGSTOP)
     frozen_at = time.monotonic()
     try:
+        process.start()
         while time.monotonic() - frozen_at < FROZEN_SECONDS:
             assert await helpers.pod_exists(admin_api, namespace=namespace, name=name), (
                 f"deleted {time.monotonic() - frozen_at:.0f}s into the freeze:\n{process.tail(40)}"

@@ -34,6 +34,7 @@ async def plant(
         pods=[labels.worker_pod_name(execution=n, generation=1) for n in names],
         container="worker",
         content=log,
+        share=f"code-{code}",
     )
     for name in names:
         pod: Any = pods.worker_pod(

@@ -7,7 +7,8 @@
   Exits 1 with a sentence when there is none;
 * ``records forget SLUG EXECUTION [--force]`` — remove an execution's records, so that its
   name can be used by a new Execution (an Execution under a used name is ``Invalid``,
-  ``NameInUse``, until then).
+  ``NameInUse``, until then);
+* ``records top SLUG`` — the swarm's refusals by fingerprint, the most frequent first.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import urllib.parse
 from collections.abc import Sequence
 
-from agentihooks_swarm import settings as settings_, store as store_
+from agentihooks_swarm import records as records_, settings as settings_, store as store_
 from agentihooks_swarm.kubernetes import api, diagnostics
 
 logger = logging.getLogger("agentihooks_swarm")
@@ -82,6 +83,39 @@ def forget(*, slug: str, execution: str, force: bool) -> int:
         )
         return 1
     print(f"Removed {removed} records of execution {execution!r} of swarm {slug!r}; the name is free.")
+    return 0
+
+
+def top(*, slug: str) -> int:
+    """The swarm's fingerprints as a table (``records top``)."""
+    try:
+        store = store_.connect()
+        found = store.redis.hgetall(store.key(slug, store_.FINGERPRINTS))
+    except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
+        return _store_error(e)
+    summaries = sorted(
+        (records_.load(records_.FingerprintSummary, raw) for raw in found.values()),
+        key=lambda s: (-s.count, s.last_seen),
+    )
+    if not summaries:
+        print(f"No refusals counted for swarm {slug!r} (none yet, or another swarm name).", file=sys.stderr)
+        return 1
+    rows = [("COUNT", "FINGERPRINT", "CLASS", "LAST SEEN", "EXAMPLE", "TEXT")]
+    rows += [
+        (
+            str(s.count),
+            s.fingerprint,
+            str(s.failure_class or "unknown"),
+            s.last_seen,
+            s.example.execution,
+            s.text,
+        )
+        for s in summaries
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)]
+        print("   ".join([*cells, row[5]]))
     return 0
 
 
@@ -196,12 +230,16 @@ def _main(argv: list[str]) -> int:
     commands.add_parser("run", help="run the operator (see `run --help`)")
     commands.add_parser("worker", help="report heartbeats and the outcome from a worker")
     reader = commands.add_parser("records", help="print a stored record, or forget an execution's records")
-    reader.add_argument("view", choices=[*sorted(VIEWS), "forget"])
+    reader.add_argument("view", choices=[*sorted(VIEWS), "forget", "top"])
     reader.add_argument("slug")
-    reader.add_argument("execution")
+    reader.add_argument("execution", nargs="?", help="every view but top")
     reader.add_argument("--full", action="store_true", help="the whole record, not only its pods")
     reader.add_argument("--force", action="store_true", help="forget: even while cleanup is unfinished")
     args = parser.parse_args(argv)
+    if args.view == "top":
+        return top(slug=args.slug)
+    if args.execution is None:
+        parser.error(f"records {args.view} needs SLUG and EXECUTION")
     if args.view == "forget":
         return forget(slug=args.slug, execution=args.execution, force=args.force)
     return records(view=args.view, slug=args.slug, execution=args.execution, full=args.full)

@@ -28,6 +28,7 @@ from agentihooks_swarm import (
     settings as settings_,
     store as store_,
     supervisor as supervisor_,
+    swarms as swarms_,
 )
 from agentihooks_swarm.kubernetes import api, diagnostics, event_index, informer, pods
 from agentihooks_swarm.workqueue import KeyedQueue
@@ -49,6 +50,7 @@ class App:
     reconciler: reconciler_.Reconciler
     informers: tuple[informer.Informer, ...]
     supervisor: supervisor_.Supervisor
+    swarms: swarms_.SwarmStatus
 
     def runnables(self) -> list[supervisor_.Runnable]:
         """The background tasks; the leader-only ones check the Lease on each round."""
@@ -58,6 +60,7 @@ class App:
             supervisor_.Runnable(name="steps", run=self.reconciler.work),
             supervisor_.Runnable(name="resync", run=self.reconciler.resync),
             supervisor_.Runnable(name="expiry", run=self._expire),
+            supervisor_.Runnable(name="swarm status", run=self.swarms.run),
         ]
         if self.settings.retention_seconds > 0:
             tasks.append(supervisor_.Runnable(name="retention", run=self._sweep))
@@ -195,4 +198,13 @@ def build(
         ),
         informers=watches,
         supervisor=supervisor_.Supervisor(metrics=metrics),
+        swarms=swarms_.SwarmStatus(
+            client=client,
+            store=store,
+            metrics=metrics,
+            namespace=settings.namespace,
+            holds=leader.holds,
+            interval=settings.cleanup_interval_seconds,
+            instance=identity,
+        ),
     )

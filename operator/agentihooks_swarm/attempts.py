@@ -161,11 +161,16 @@ async def _become_final(
 def _finished(*, stored: store_.AttemptRecords, retained: records.Retained) -> Progress:
     """Done; a refused hand's class comes from launch removal's record (its Pod is gone by cleanup)."""
     progress = _done(retained)
-    if progress.failure_class is None and retained.final.state == records.FinalState.REFUSED:
-        record = stored.startup
-        if record is not None and record.startup.failure_class is not None:
-            return dataclasses.replace(progress, failure_class=str(record.startup.failure_class))
-    return progress
+    captured = [
+        model.Captured(pod=r.name, uid=r.uid, capture=r.startup) for r in retained.removed.pods if r.startup
+    ]
+    record = stored.startup
+    if record is not None and record.uid not in {c.uid for c in captured}:
+        captured.insert(0, model.Captured(pod=record.pod, uid=record.uid, capture=record.startup))
+    refused = retained.final.state == records.FinalState.REFUSED
+    if progress.failure_class is None and refused and record is not None and record.startup.failure_class:
+        progress = dataclasses.replace(progress, failure_class=str(record.startup.failure_class))
+    return dataclasses.replace(progress, captures=tuple(captured))
 
 
 def _done(retained: records.Retained) -> Progress:

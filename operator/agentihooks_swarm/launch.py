@@ -307,9 +307,8 @@ async def remove_at_launch(
     lease raises ``NotLeader`` there and leaves both to the leader.
 
     ``refused`` is why the hand was refused (:meth:`Refusal.describe`). One Event tells it: the
-    ``StartupRefused`` of a stored capture, which names the refusal too, else ``HandRefused``.
-    A separate ``HandRefused`` before every capture cost the cluster an Event more per refused
-    launch, the costliest part of the capture in ``make bench`` (docs/benchmarks.md).
+    ``StartupRefused`` of a stored capture, which names the refusal too, else ``HandRefused``;
+    an Event costs the API server more than the capture's own reads, so there is one, not two.
     """
     guard = guard or model.Unguarded()
     removal = await _remove_at_launch(

@@ -159,14 +159,17 @@ class Lifecycle:
         found = await self._swarm(work)
         if found is None:
             return None
-        swarm, stamp = found
+        swarm, stamp, raw = found
+        if swarm.refusal_budget is not None and await self._held_back(work, swarm=swarm, raw=raw):
+            return None
         self.guard.check(before=f"launching {tracked.name}")
         if not await self._hold(work) or not await self._claim(work):
             return None
         return await self._hand(work, execution=execution, swarm=swarm, stamp=stamp)
 
-    async def _swarm(self, work: _Work) -> tuple[resources.SwarmSpec, str] | None:
-        """The Execution's Swarm, parsed, and its stamp; None when there is none to launch with."""
+    async def _swarm(self, work: _Work) -> tuple[resources.SwarmSpec, str, dict[str, Any]] | None:
+        """The Execution's Swarm, parsed, its stamp and the object itself; None when there is none
+        to launch with."""
         tracked = work.tracked
         try:
             found = await self.runtime.pods.read_custom(
@@ -186,7 +189,30 @@ class Lifecycle:
             work.answer(status_.swarm_invalid(f"{e}; fix the Swarm"))
             work.retry_after = SWARM_INVALID_RETRY
             return None
-        return swarm, status_.swarm_stamp(found)
+        return swarm, status_.swarm_stamp(found), found
+
+    async def _held_back(self, work: _Work, *, swarm: resources.SwarmSpec, raw: dict[str, Any]) -> bool:
+        """Whether the Swarm's refusal budget holds this Execution back (the status says so)."""
+        budget = swarm.refusal_budget
+        assert budget is not None
+        tracked = work.tracked
+        try:
+            verdict, state = await self.store.budget(
+                slug=tracked.swarm,
+                window_seconds=budget.window_seconds,
+                max_refusals=budget.max_refusals,
+                same_fingerprint=budget.same_fingerprint,
+                template=resources.template_digest(raw),
+                reset=resources.reset_stamp(raw, reset_annotation=status_.RESET_BUDGET_ANNOTATION),
+                at=finals.timestamp(finals.now()),
+            )
+        except errors.StoreUnavailable as e:  # The budget cannot be read: launching is the default.
+            logger.warning("Could not read the refusal budget of swarm %s; launching: %s", tracked.swarm, e)
+            return False
+        if verdict != "tripped" or state is None:
+            return False
+        work.answer(status_.budget_exceeded(swarm=tracked.swarm, state=state), **work.observed())
+        return True
 
     async def _hold(self, work: _Work) -> bool:
         """The operator's finalizer on the Execution before its worker exists, so that deleting
@@ -334,6 +360,8 @@ class Lifecycle:
                 deadline_seconds=self.archive_deadline_seconds,
                 notify=work.notes,
             )
+            if progress.done:
+                await self._note_refusals(work, progress)
         except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable, errors.StaleWrite) as e:
             self.runtime.metrics.cleanup_failures.labels(error=type(e).__name__).inc()
             if isinstance(e, errors.StoreUnavailable):
@@ -349,6 +377,19 @@ class Lifecycle:
         if progress.done:
             work.settled = True
             work.release = True
+
+    async def _note_refusals(self, work: _Work, progress: model.Progress) -> None:
+        """Count the attempt's refused Pods under their fingerprints (once each: a step that comes
+        again counts nothing twice). Raises ``StoreUnavailable``: the step is tried again."""
+        tracked = work.tracked
+        at = finals.timestamp(finals.now())
+        for captured in progress.captures:
+            example = records.Example(execution=tracked.name, pod=captured.pod, uid=captured.uid)
+            if await self.store.note_refusal(
+                slug=tracked.swarm, capture=captured.capture, example=example, at=at
+            ):
+                failure_class = str(captured.capture.failure_class or records.FailureClass.UNKNOWN)
+                self.runtime.metrics.refusals.labels(swarm=tracked.swarm, **{"class": failure_class}).inc()
 
     # --- writes ---------------------------------------------------------------------------------
 

@@ -83,6 +83,26 @@ class Metrics:
             ["source"],  # index|list (list: the index was out of sync, or had dropped the Pod)
             registry=self.registry,
         )
+        self.refusals = prometheus_client.Counter(
+            "agentihooks_swarm_refusals",
+            "Refused worker Pods counted under their fingerprint, by swarm and failure class (the "
+            "fingerprints themselves: status.refusals of the Swarm, and records top).",
+            ["swarm", "class"],  # class: records.FailureClass
+            registry=self.registry,
+        )
+        self.refusal_budget_exceeded = prometheus_client.Gauge(
+            "agentihooks_swarm_refusal_budget_exceeded",
+            "1 while a swarm's refusal budget holds its new Executions back (Blocked).",
+            ["swarm"],
+            registry=self.registry,
+        )
+        self.top_fingerprints = prometheus_client.Gauge(
+            "agentihooks_swarm_refusal_fingerprint_count",
+            "The count of each of a swarm's five most frequent refusal fingerprints (the dashboard's "
+            "table; no other fingerprint is exported, to bound the series).",
+            ["swarm", "rank", "fingerprint", "class", "text"],  # rank: 1-5; text cut to 100 characters
+            registry=self.registry,
+        )
         self.event_index_synced = prometheus_client.Gauge(
             "agentihooks_swarm_event_index_synced",
             "1 while the index of the Pods' Events is in sync with the API server (its watch runs).",

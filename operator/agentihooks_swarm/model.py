@@ -128,10 +128,21 @@ class Progress:
     message: str = ""
     #: The failure class of the attempt's captured Pod (or of its final record's evidence).
     failure_class: str | None = None
+    #: Once Done: every refused Pod of the attempt with its capture (launch record and retained).
+    captures: tuple[Captured, ...] = ()
 
     @property
     def done(self) -> bool:
         return self.retained is not None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Captured:
+    """One refused Pod's stored capture."""
+
+    pod: str
+    uid: str
+    capture: records.StartupCapture
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -130,6 +130,12 @@ class StartupCapture(_Record):
     events_error: LogError | None = None
     #: The failure class (``class`` in JSON).
     failure_class: FailureClass | None = pydantic.Field(default=None, alias="class")
+    #: The same failure in any Pod at any time has the same fingerprint (``kubernetes.fingerprints``):
+    #: a short hash of the class, the failing container, its exit code and reason, and its last
+    #: log line with what varies masked. Additive.
+    fingerprint: str | None = None
+    #: That masked line (or the masked reason the Pod waits on), for people. Additive.
+    fingerprint_text: str | None = None
 
 
 class StartupRecord(_Record):
@@ -292,3 +298,40 @@ class Owner(_Record):
     namespace: str
     #: When the name was claimed (RFC 3339, UTC).
     at: str
+
+
+class Example(_Record):
+    """One refused Pod of a fingerprint (the first seen)."""
+
+    execution: str
+    pod: str
+    uid: str
+
+
+class FingerprintSummary(_Record):
+    """One fingerprint of a swarm's refusals, in ``refusal-fingerprints`` keyed by fingerprint."""
+
+    fingerprint: str
+    text: str
+    #: The failure class (``class`` in JSON).
+    failure_class: FailureClass | None = pydantic.Field(default=None, alias="class")
+    count: int
+    #: RFC 3339, UTC.
+    first_seen: str
+    last_seen: str
+    example: Example
+
+
+class BudgetState(_Record):
+    """A swarm's tripped refusal budget, in ``refusal-budget`` (field ``state``)."""
+
+    fingerprint: str
+    text: str
+    count: int
+    window_seconds: int
+    #: When it tripped (RFC 3339, UTC).
+    at: str
+    #: The Swarm's worker template (its digest) and its reset annotation when it tripped: a change
+    #: of either clears it.
+    template: str
+    reset: str

@@ -7,6 +7,7 @@ The CRDs in ``manifests/crds/`` validate what the API server can; these models c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -61,9 +62,34 @@ class WorkerTemplate(_Spec):
     startup_deadline_seconds: int | None = pydantic.Field(default=None, alias="startupDeadlineSeconds", ge=1)
 
 
+class RefusalBudget(_Spec):
+    """How many refused worker Pods (of one fingerprint, with ``same_fingerprint``) within a
+    window hold the swarm's new Executions back (the CRD bounds them too)."""
+
+    max_refusals: int = pydantic.Field(alias="maxRefusals", ge=1, le=10_000)
+    window_seconds: int = pydantic.Field(alias="windowSeconds", ge=1, le=86_400)
+    same_fingerprint: bool = pydantic.Field(default=False, alias="sameFingerprint")
+
+
 class SwarmSpec(_Spec):
     registration: Registration = pydantic.Field(default_factory=Registration)
     worker: WorkerTemplate
+    refusal_budget: RefusalBudget | None = pydantic.Field(default=None, alias="refusalBudget")
+
+
+def template_digest(swarm: Mapping[str, Any]) -> str:
+    """The digest of a Swarm object's worker template: a change of it clears a tripped budget."""
+    spec = swarm.get("spec")
+    worker = spec.get("worker") if isinstance(spec, Mapping) else None
+    return hashlib.sha256(encode(worker).encode()).hexdigest()[:16]
+
+
+def reset_stamp(swarm: Mapping[str, Any], *, reset_annotation: str) -> str:
+    """The value of the Swarm's annotation ``reset_annotation`` ('' without one)."""
+    metadata = swarm.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    value = annotations.get(reset_annotation) if isinstance(annotations, Mapping) else None
+    return str(value or "")
 
 
 class ExecutionSpec(_Spec):

@@ -34,6 +34,8 @@ REJECTED_WITH: Final = "rejectedWith"
 #: The annotation that launches an Invalid Execution again; the operator sets it when the Swarm
 #: changes, and a user may set it to retry by hand.
 RELAUNCH_ANNOTATION: Final = "relaunch.swarm.agentihooks.io/swarm"
+#: The annotation on a Swarm whose new value clears its tripped refusal budget.
+RESET_BUDGET_ANNOTATION: Final = "swarm.agentihooks.io/reset-refusal-budget"
 #: The status fields that say which version of the Execution the last launch acted on: its
 #: ``metadata.generation`` and its relaunch annotation's value. A change to either relaunches an
 #: Invalid Execution.
@@ -147,6 +149,31 @@ def name_in_use(*, slug: str, execution: str, owner: records.Owner | None) -> An
     return Answer(
         phase=INVALID,
         conditions=(condition(type_="Invalid", status=True, reason="NameInUse", message=message),),
+    )
+
+
+def budget_exceeded(*, swarm: str, state: records.BudgetState) -> Answer:
+    """The Swarm's refusal budget holds this Execution back (it is not launched)."""
+    return Answer(
+        phase=Phase.BLOCKED,
+        conditions=(
+            condition(
+                type_="Launched",
+                status=False,
+                reason="RefusalBudgetExceeded",
+                message=f"Swarm {swarm}'s refusal budget is exceeded: {budget_message(state)}. This "
+                "Execution waits and launches once the Swarm's worker template changes, or once its "
+                f"annotation {RESET_BUDGET_ANNOTATION} gets a new value.",
+            ),
+        ),
+    )
+
+
+def budget_message(state: records.BudgetState) -> str:
+    """What tripped a budget, in one sentence for a condition or an Event."""
+    return (
+        f"{state.count} refused worker Pods within {state.window_seconds}s, most with fingerprint "
+        f"{state.fingerprint}: {state.text or '(no log line)'}"
     )
 
 

@@ -58,6 +58,17 @@ RETAINED: Final = "attempt-retained"
 RETENTION_INDEX: Final = "retention-index"
 #: Which Execution (by UID) an execution name's records belong to (additive, see records.Owner).
 OWNERS: Final = "execution-owners"
+#: A swarm's refusals by fingerprint (additive): the summary, when each was last seen, and the
+#: recent refusals themselves (for counts over a window); the refusal budget's state.
+FINGERPRINTS: Final = "refusal-fingerprints"
+FINGERPRINTS_SEEN: Final = "refusal-fingerprints-seen"
+REFUSALS: Final = "refusals"
+BUDGET: Final = "refusal-budget"
+#: The fingerprints a swarm keeps (the oldest seen is dropped beyond), the recent refusals kept
+#: (the oldest dropped beyond), and for how long (the longest budget window).
+MAX_FINGERPRINTS: Final = 100
+MAX_REFUSALS_KEPT: Final = 10_000
+REFUSALS_HORIZON_SECONDS: Final = 86_400
 #: The hashes the retention sweep removes an execution from (never the journal).
 SWEPT: Final = (STARTUP_DIAGNOSTICS, HANDS, FINALS, HEARTBEATS, OUTCOMES, RETAINED, OWNERS)
 #: Every hash that holds a record of an execution.
@@ -138,6 +149,77 @@ return {1}
 _CLEAR_JOURNAL: Final = """
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return 0 end
 return redis.call('HDEL', KEYS[1], ARGV[1])
+"""
+
+#: KEYS: fingerprints, seen, refusals. ARGV: fingerprint, now (epoch s), now (RFC 3339), member
+#: (fingerprint|pod uid), the summary of a new fingerprint (JSON), max fingerprints, horizon, max
+#: refusals kept. Counts one refused Pod once (0 when it was counted already), bounded: the oldest
+#: seen fingerprint goes beyond the max, refusals older than the horizon or beyond the max go.
+_NOTE_REFUSAL: Final = """
+if redis.call('ZSCORE', KEYS[3], ARGV[4]) then return 0 end
+local now = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[3], now, ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[7]))
+local extra = redis.call('ZCARD', KEYS[3]) - tonumber(ARGV[8])
+if extra > 0 then redis.call('ZREMRANGEBYRANK', KEYS[3], 0, extra - 1) end
+local stored = redis.call('HGET', KEYS[1], ARGV[1])
+local summary
+if stored then
+  summary = cjson.decode(stored)
+  summary['count'] = summary['count'] + 1
+  summary['last_seen'] = ARGV[3]
+else
+  if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[6]) then
+    local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if oldest then
+      redis.call('HDEL', KEYS[1], oldest)
+      redis.call('ZREM', KEYS[2], oldest)
+    end
+  end
+  summary = cjson.decode(ARGV[5])
+end
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(summary))
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+return 1
+"""
+
+#: KEYS: refusals, budget, fingerprints. ARGV: now (epoch s), now (RFC 3339), window, max refusals,
+#: same fingerprint ('1' or ''), the template's digest, the reset annotation's value.
+#: Returns {'tripped', state}, {'cleared', the old state} or {'ok'}. A tripped budget stays tripped
+#: until the template or the reset annotation differs from when it tripped; clearing it starts the
+#: count afresh (refusals before the clearing do not count).
+_BUDGET: Final = """
+local now = tonumber(ARGV[1])
+local state = redis.call('HGET', KEYS[2], 'state')
+if state then
+  local tripped = cjson.decode(state)
+  if tripped['template'] == ARGV[6] and tripped['reset'] == ARGV[7] then return {'tripped', state} end
+  redis.call('HDEL', KEYS[2], 'state')
+  redis.call('HSET', KEYS[2], 'since', now)
+  return {'cleared', state}
+end
+local since = tonumber(redis.call('HGET', KEYS[2], 'since') or '0')
+local from = math.max(now - tonumber(ARGV[3]), since)
+local counts, total = {}, 0
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. from, '+inf')) do
+  local fingerprint = string.match(member, '^([^|]*)|')
+  counts[fingerprint] = (counts[fingerprint] or 0) + 1
+  total = total + 1
+end
+local worst, most = nil, 0
+for fingerprint, count in pairs(counts) do
+  if count > most or (count == most and fingerprint < worst) then worst, most = fingerprint, count end
+end
+local count = total
+if ARGV[5] == '1' then count = most end
+if worst == nil or count < tonumber(ARGV[4]) then return {'ok'} end
+local text = ''
+local summary = redis.call('HGET', KEYS[3], worst)
+if summary then text = cjson.decode(summary)['text'] end
+state = cjson.encode({fingerprint = worst, text = text, count = count, window_seconds = tonumber(ARGV[3]),
+  at = ARGV[2], template = ARGV[6], reset = ARGV[7]})
+redis.call('HSET', KEYS[2], 'state', state)
+return {'tripped', state}
 """
 
 #: KEYS: owners, index, then every hash of LAUNCHED. ARGV: execution, the claim, now.
@@ -426,10 +508,9 @@ class AsyncStore:
         return records.load(records.StartupRecord, replies[2])
 
     async def read_attempt(self, *, slug: str, execution: str) -> AttemptRecords:
-        """Every record of one attempt a pass may read, in one round trip (one ``HGET`` each).
-
-        A pass read them one by one before: five round trips for a refused Pod's cleanup
-        (docs/benchmarks.md). Taken together they are the state at one moment, as each read was.
+        """Every record of one attempt a step may read, in one round trip (one ``HGET`` each): the
+        state at one moment. A step that writes from it may find it changed since (the writes'
+        compare-and-set says so), never half-read.
         """
         names = (RETAINED, FINALS, OUTCOMES, HEARTBEATS, JOURNAL, STARTUP_DIAGNOSTICS)
         replies = await self._pipeline(
@@ -637,6 +718,88 @@ class AsyncStore:
         with _translated():
             raw = await self.redis.hget(self.key(slug, RETAINED), execution)
         return None if raw is None else records.load(records.Retained, raw)
+
+    # --- refusals by fingerprint ---------------------------------------------------------------
+
+    async def note_refusal(
+        self, *, slug: str, capture: records.StartupCapture, example: records.Example, at: str
+    ) -> bool:
+        """Count a refused Pod's capture under its fingerprint (once per Pod UID); whether it was new."""
+        if not capture.fingerprint:
+            return False
+        summary = records.FingerprintSummary.model_validate(
+            {
+                "fingerprint": capture.fingerprint,
+                "text": capture.fingerprint_text or "",
+                "class": capture.failure_class,
+                "count": 1,
+                "first_seen": at,
+                "last_seen": at,
+                "example": example,
+            }
+        )
+        with _translated():
+            noted = await self.redis.eval(
+                _NOTE_REFUSAL,
+                3,
+                self.key(slug, FINGERPRINTS),
+                self.key(slug, FINGERPRINTS_SEEN),
+                self.key(slug, REFUSALS),
+                capture.fingerprint,
+                int(self._clock()),
+                at,
+                f"{capture.fingerprint}|{example.uid}",
+                records.dump(summary),
+                MAX_FINGERPRINTS,
+                REFUSALS_HORIZON_SECONDS,
+                MAX_REFUSALS_KEPT,
+            )
+        return bool(noted)
+
+    async def fingerprints(self, *, slug: str) -> list[records.FingerprintSummary]:
+        """The swarm's fingerprints, the most counted first."""
+        with _translated():
+            found = await self.redis.hgetall(self.key(slug, FINGERPRINTS))
+        summaries = [records.load(records.FingerprintSummary, raw) for raw in found.values()]
+        return sorted(summaries, key=lambda s: (-s.count, s.last_seen))
+
+    async def refusals_since(self, *, slug: str, seconds: float) -> int:
+        """Refused Pods counted in the last ``seconds``."""
+        with _translated():
+            found = await self.redis.zcount(self.key(slug, REFUSALS), f"({self._clock() - seconds}", "+inf")
+        return int(found)
+
+    async def budget(
+        self,
+        *,
+        slug: str,
+        window_seconds: int,
+        max_refusals: int,
+        same_fingerprint: bool,
+        template: str,
+        reset: str,
+        at: str,
+    ) -> tuple[str, records.BudgetState | None]:
+        """Evaluate a swarm's refusal budget (``_BUDGET``): ``('tripped', state)``, ``('cleared',
+        the state it had)`` or ``('ok', None)``. The state lives in Redis: every replica agrees."""
+        with _translated():
+            reply = await self.redis.eval(
+                _BUDGET,
+                3,
+                self.key(slug, REFUSALS),
+                self.key(slug, BUDGET),
+                self.key(slug, FINGERPRINTS),
+                self._clock(),
+                at,
+                window_seconds,
+                max_refusals,
+                "1" if same_fingerprint else "",
+                template,
+                reset,
+            )
+        verdict = str(reply[0])
+        state = records.load(records.BudgetState, reply[1]) if len(reply) > 1 else None
+        return verdict, state
 
     # --- retention --------------------------------------------------------------------------------
 

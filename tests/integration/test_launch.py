@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 PLANTED = b"worker startup refused: planted kind refusal\n"
 SLUG = "proof"
 #: The capture's fields next to the spec's (issue 12), each present only when there is something.
-ADDITIVE = {"waiting", "conditions", "events", "events_error", "class"}
+ADDITIVE = {"waiting", "conditions", "events", "events_error", "class", "fingerprint", "fingerprint_text"}
 
 
 def attempt_for(namespace: str, execution: str = "e1", generation: int = 1) -> model.Attempt:

@@ -563,11 +563,12 @@ def plant_shared_log_blocking(
     content: bytes,
     parallelism: int = 8,
     timeout: float = 120.0,
+    share: str = "shared",
 ) -> Path:
     """Blocking form of ``plant_shared_log``."""
     if not pods:
         raise ValueError("plant_shared_log needs at least one Pod name")
-    path = cluster.pod_logs_dir / namespace / f".shared-{container}.log"
+    path = cluster.pod_logs_dir / namespace / f".{share}-{container}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(cri_log(content, first=datetime.now(UTC), step=timedelta(milliseconds=1)))
     # kwok finds a Logs object by the Pod's namespace and name only (ClusterLogs come from its
@@ -618,6 +619,7 @@ async def plant_shared_log(
     content: bytes,
     parallelism: int = 8,
     timeout: float = 120.0,
+    share: str = "shared",
 ) -> Path:
     """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` for every one of ``pods``.
 
@@ -625,7 +627,7 @@ async def plant_shared_log(
     thousands of Pods cost one file and one small object each, created ``parallelism`` at a time
     (``plant_log`` writes a file per Pod and waits for each in turn). Works before the Pods exist,
     like ``plant_log``; the other containers of these Pods print nothing. Returns once kwok serves
-    the content for every one of them.
+    the content for every one of them. Pods planted with another ``share`` serve another file.
     """
     return await asyncio.to_thread(
         plant_shared_log_blocking,
@@ -636,4 +638,5 @@ async def plant_shared_log(
         content=content,
         parallelism=parallelism,
         timeout=timeout,
+        share=share,
     )

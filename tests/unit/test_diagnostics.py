@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentihooks_swarm import errors, records
-from agentihooks_swarm.kubernetes import diagnostics, logs
+from agentihooks_swarm.kubernetes import diagnostics, fingerprints, logs
 
 TERMINATED_78 = {
     "exitCode": 78,
@@ -116,6 +116,8 @@ async def test_capture_keeps_the_full_terminated_state_and_log_per_container() -
             },
         ],
         "failure_class": "evicted",  # Additive: `class` in JSON.
+        "fingerprint": fingerprints.describe(capture)[0],  # Additive: see test_fingerprints.py.
+        "fingerprint_text": "worker startup refused: planted kind refusal",
     }
     assert reader.calls == ["init", "worker", "events:u1"]
     assert diagnostics.last_line(capture) == "worker startup refused: planted kind refusal"
@@ -254,7 +256,17 @@ async def test_capture_keeps_waiting_containers_conditions_and_events() -> None:
     capture = await diagnostics.startup(body, reader)
     assert capture is not None
     stored = json.loads(records.dump(capture))
-    assert set(stored) == {"phase", "reason", "containers", "waiting", "conditions", "events", "class"}
+    assert set(stored) == {
+        "phase",
+        "reason",
+        "containers",
+        "waiting",
+        "conditions",
+        "events",
+        "class",
+        "fingerprint",
+        "fingerprint_text",
+    }
     assert [c["name"] for c in stored["containers"]] == ["init"]  # Terminated containers only.
     assert stored["waiting"] == [
         {"name": "worker", "state": WAITING_PULL["state"]}

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 import pydantic
 
 from agentihooks_swarm import errors, records
-from agentihooks_swarm.kubernetes import causes, failures, labels, logs
+from agentihooks_swarm.kubernetes import causes, failures, fingerprints, labels, logs
 
 #: The Pod's Events kept in a capture: the newest 20, at most 8 KiB of JSON in all.
 EVENTS_MAX: Final = 20
@@ -313,6 +313,14 @@ async def _capture(
         except (errors.ApiError, ConnectionError, TimeoutError) as e:
             capture.events_error = log_error(e)
     capture.failure_class = failures.classify(capture)
+    names = (
+        str(metadata.get("name") or ""),
+        str(_mapping(metadata.get("labels")).get(labels.EXECUTION) or ""),
+    )
+    waited = capture.model_copy(update={"waiting": capture.waiting or capture.waiting_at_deadline})
+    capture.fingerprint, capture.fingerprint_text = fingerprints.describe(
+        capture, names=names, summary=summary(waited)
+    )
     return capture
 
 

@@ -1,0 +1,180 @@
+"""What a Swarm's status says about its refused workers: ``status.refusals`` and ``Degraded``.
+
+Every ``interval`` seconds the leader lists its Swarms and, for each, reads its refusals from Redis
+(the count in the last hour, the most frequent fingerprints) and evaluates its refusal budget
+(:meth:`store.AsyncStore.budget`: the same evaluation, and the same state, as the launches'), then
+writes the status when it changed: ``refusals`` and the condition ``Degraded`` (reason
+``RefusalBudgetExceeded`` while the budget holds new Executions back). The moment it trips, a
+Warning Event says so on the Swarm. The gauges behind the alert and the dashboard's table of
+fingerprints follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from agentihooks_swarm import (
+    errors,
+    events,
+    finals,
+    metrics as metrics_,
+    records,
+    resources,
+    status as status_,
+    store as store_,
+)
+from agentihooks_swarm.kubernetes import pods
+
+logger = logging.getLogger(__name__)
+
+#: The fingerprints a Swarm's status shows.
+TOP: Final = 5
+#: The window of ``status.refusals.lastHour``.
+HOUR: Final = 3600
+#: Swarms listed per request.
+PAGE: Final = 200
+
+
+def refusals(*, last_hour: int, top: list[records.FingerprintSummary]) -> dict[str, Any]:
+    """``status.refusals``: the count in the last hour and the most frequent fingerprints."""
+    return {
+        "lastHour": last_hour,
+        "top": [
+            {
+                "fingerprint": summary.fingerprint,
+                "count": summary.count,
+                "class": str(summary.failure_class or records.FailureClass.UNKNOWN),
+                "text": summary.text,
+                "lastSeen": summary.last_seen,
+                "example": summary.example.execution,
+            }
+            for summary in top[:TOP]
+        ],
+    }
+
+
+def degraded(state: records.BudgetState | None) -> status_.Condition:
+    if state is None:
+        return status_.condition(
+            type_="Degraded", status=False, reason="WithinBudget", message="New Executions launch."
+        )
+    return status_.condition(
+        type_="Degraded",
+        status=True,
+        reason="RefusalBudgetExceeded",
+        message=f"{status_.budget_message(state)}. New Executions wait (phase Blocked) until the worker "
+        f"template changes or the annotation {status_.RESET_BUDGET_ANNOTATION} gets a new value.",
+    )
+
+
+@dataclasses.dataclass(kw_only=True)
+class SwarmStatus:
+    client: pods.PodClient
+    store: store_.AsyncStore
+    metrics: metrics_.Metrics
+    namespace: str | None
+    holds: Callable[[], bool]
+    interval: float
+    #: This replica, as its Events name it.
+    instance: str
+
+    async def run(self) -> None:
+        """Refresh every Swarm's status every ``interval`` seconds while leading (a supervised task)."""
+        while True:
+            await asyncio.sleep(self.interval)
+            if self.holds():
+                await self.refresh_all()
+
+    async def refresh_all(self) -> None:
+        try:
+            async for page in self.client.list_custom_pages(
+                namespace=self.namespace, plural="swarms", field_selector="", limit=PAGE
+            ):
+                for swarm in page.get("items") or []:
+                    await self.refresh(swarm)
+        except (errors.ApiError, errors.StoreUnavailable) as e:
+            logger.warning("Could not refresh the Swarms' refusals, the next round retries: %s", e)
+
+    async def refresh(self, swarm: Mapping[str, Any]) -> None:
+        """One Swarm: read its refusals and budget, and write its status if that changed."""
+        metadata = swarm.get("metadata") or {}
+        slug, namespace = str(metadata.get("name") or ""), str(metadata.get("namespace") or "")
+        try:
+            spec = resources.parse_swarm(name=slug, spec=swarm.get("spec"))
+        except errors.InvalidResource:
+            return  # Its launches say what is wrong with it.
+        top = await self.store.fingerprints(slug=slug)
+        last_hour = await self.store.refusals_since(slug=slug, seconds=HOUR)
+        state = await self._budget(slug=slug, spec=spec, swarm=swarm)
+        self._gauges(slug=slug, top=top, state=state)
+        found = swarm.get("status")
+        current: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        patch: dict[str, Any] = {}
+        status_.put(patch, current, "refusals", refusals(last_hour=last_hour, top=top))
+        if spec.refusal_budget is not None or any(
+            isinstance(c, Mapping) and c.get("type") == "Degraded" for c in current.get("conditions") or []
+        ):
+            status_.set_condition(patch, current.get("conditions"), degraded(state))
+        if not patch:
+            return
+        await self.client.patch_custom_status(
+            namespace=namespace, plural="swarms", name=slug, uid=str(metadata.get("uid")), status=patch
+        )
+        if state is not None and "conditions" in patch and not _was_degraded(current):
+            notes = events.Collected()
+            notes.warning(reason="RefusalBudgetExceeded", message=status_.budget_message(state) + ".")
+            involved = {
+                "apiVersion": f"{resources.GROUP}/{resources.VERSION}",
+                "kind": "Swarm",
+                "name": slug,
+                "namespace": namespace,
+                "uid": str(metadata.get("uid")),
+            }
+            await events.post(client=self.client, involved=involved, notes=notes, instance=self.instance)
+
+    async def _budget(
+        self, *, slug: str, spec: resources.SwarmSpec, swarm: Mapping[str, Any]
+    ) -> records.BudgetState | None:
+        budget = spec.refusal_budget
+        if budget is None:
+            return None
+        verdict, state = await self.store.budget(
+            slug=slug,
+            window_seconds=budget.window_seconds,
+            max_refusals=budget.max_refusals,
+            same_fingerprint=budget.same_fingerprint,
+            template=resources.template_digest(swarm),
+            reset=resources.reset_stamp(swarm, reset_annotation=status_.RESET_BUDGET_ANNOTATION),
+            at=finals.timestamp(finals.now()),
+        )
+        if verdict == "cleared":
+            logger.info("The refusal budget of swarm %s is cleared (a new template, or its reset).", slug)
+        return state if verdict == "tripped" else None
+
+    def _gauges(
+        self, *, slug: str, top: list[records.FingerprintSummary], state: records.BudgetState | None
+    ) -> None:
+        self.metrics.refusal_budget_exceeded.labels(swarm=slug).set(1 if state is not None else 0)
+        gauge = self.metrics.top_fingerprints
+        held = [sample.labels for metric in gauge.collect() for sample in metric.samples]
+        for labels in [held_labels for held_labels in held if held_labels.get("swarm") == slug]:
+            gauge.remove(*(labels[name] for name in ("swarm", "rank", "fingerprint", "class", "text")))
+        for rank, summary in enumerate(top[:TOP], start=1):
+            gauge.labels(
+                swarm=slug,
+                rank=str(rank),
+                fingerprint=summary.fingerprint,
+                **{"class": str(summary.failure_class or records.FailureClass.UNKNOWN)},
+                text=summary.text[:100],
+            ).set(summary.count)
+
+
+def _was_degraded(status: Mapping[str, Any]) -> bool:
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Degraded":
+            return condition.get("status") == "True"
+    return False

@@ -34,6 +34,25 @@ def redis_cli() -> str:
     return found
 
 
+def _start_node(args: tuple[str, ...], *, attempts: int = 3) -> RedisServer:
+    """A started cluster node. Its bus port is chosen too (not port + 10000, which may be taken or
+    too high), free a moment before, so it is chosen again when another process took it in
+    between: :class:`RedisServer` chooses its port again, but the bus port is one of its
+    arguments."""
+    last_error: RedisServerError | None = None
+    for _ in range(attempts):
+        server = RedisServer(extra_args=(*args, "--cluster-port", str(free_port())))
+        try:
+            server.start()
+        except RedisServerError as error:
+            server.close()
+            last_error = error
+        else:
+            return server
+    assert last_error is not None
+    raise last_error
+
+
 class ClusterTopology:
     def __init__(self, *, nodes: int = 6) -> None:
         # A replica that connects (a restarted node) is sent its full sync at once, not after the
@@ -44,13 +63,10 @@ class ClusterTopology:
             "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
             "--repl-diskless-sync-delay", "0",
         )  # fmt: skip
-        # Each node's bus port is chosen too (not port + 10000, which may be taken or too high).
-        self.servers = [
-            RedisServer(extra_args=(*args, "--cluster-port", str(free_port()))) for _ in range(nodes)
-        ]
+        self.servers: list[RedisServer] = []
         atexit.register(self.close)
-        for server in self.servers:
-            server.start()
+        for _ in range(nodes):
+            self.servers.append(_start_node(args))
         self._cli(
             "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in self.servers),
             "--cluster-replicas", "1", "--cluster-yes",

@@ -1,15 +1,17 @@
-"""A slot move, then a failover of the slot's new owner and that owner's return, on Redis Cluster alone.
+"""The Redis Cluster the operator's cluster-mode tests stand on (``tests/support/redis_cluster.py``).
 
 The operator's failover test (``test_redis_cluster.py``) moves the swarm's slot, kills its new
 owner and starts it again. On Debian 12's Redis 7.0 that lost the slot for good in about one run
 in ten: a replica of the new owner had read an announcement of its primary from before the move
-after a newer one (:meth:`ClusterTopology.restart_replicas` says what follows). These tests make
-that late announcement on demand, with a message of their own on the cluster bus.
+after a newer one (:meth:`ClusterTopology.restart_replicas` says what follows). Two tests here make
+that late announcement on demand, with a message of their own on the cluster bus. Another one
+takes a node's bus port before the node binds it.
 """
 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 from redis.crc import key_slot
 
-from tests.support import redis_cluster_bus
+from tests.support import redis_cluster, redis_cluster_bus, redis_server
 from tests.support.redis_cluster import ClusterTopology
 from tests.support.redis_server import ensure_redis_server_binary
 
@@ -104,3 +106,24 @@ def test_a_slot_move_keeps_its_slot_through_a_late_announcement_a_failover_and_t
     topology.wait_healthy(timeout=30)
     assert SLOT in _slots_of(topology, promoted, seen_by=promoted)
     assert SLOT in _slots_of(topology, promoted, seen_by=source)
+
+
+def test_a_node_whose_bus_port_is_taken_before_it_binds_it_gets_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bus port is chosen free and bound by redis-server a moment later; another process (a
+    client's ephemeral port) may take it in between, and the node then gets another one. Here the
+    first bus port chosen is already taken."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port: int = taken.getsockname()[1]
+        choices = iter([port])
+
+        def free_port() -> int:
+            return next(choices, None) or redis_server.free_port()
+
+        monkeypatch.setattr(redis_cluster, "free_port", free_port)
+        with ClusterTopology() as topology:
+            assert port not in {node["bus_port"] for node in topology.nodes()}
+            assert len(topology.nodes()) == 6

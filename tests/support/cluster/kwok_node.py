@@ -9,15 +9,12 @@ checked against the test CA). kwok never schedules; kube-scheduler binds the Pod
 
 from __future__ import annotations
 
-import http.client
-import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
-from tests.support.cluster.processes import Child, ClusterError, Starter, kill_groups
+from tests.support.cluster.processes import Starter
 
 if TYPE_CHECKING:
     from tests.support.cluster.control_plane import ControlPlane
@@ -29,8 +26,6 @@ EMPTY_LOG: Final = "empty.log"
 _POD_CIDR: Final = "10.244.0.0/16"
 #: The log kwok serves once its Logs informer works (planted at start; see :func:`start`).
 READINESS_LOG_PATH: Final = "/containerLogs/kube-system/kwok-logs-readiness/probe"
-#: How long kwok may take to serve the readiness log before it is started again (once).
-LOGS_PATIENCE: Final = 30.0
 
 
 def start(plane: ControlPlane, starter: Starter, *, pki: Path, port: int) -> None:
@@ -66,7 +61,13 @@ def start(plane: ControlPlane, starter: Starter, *, pki: Path, port: int) -> Non
         lambda: cp.api_ok(plane, "/apis/kwok.x-k8s.io/v1alpha1/logs", expect=None),
     )
     kwok_config = _write_config(plane, pki=pki, port=port)
-    kwok = _spawn(plane, starter, port=port, config=kwok_config)
+    starter.spawn(
+        "kwok",
+        [str(plane.bin_dir / "kwok"), f"--kubeconfig={plane.kubeconfig}", f"--config={kwok_config}"],
+        env={"KWOK_WORKDIR": str(plane.workdir / "kwok-home")},
+    )
+    starter.wait(f"Node {plane.node_name} Ready and untainted", lambda: cp.node_ready(plane, port=port))
+    starter.wait("kwok /healthz", lambda: cp.http_ok(f"http://127.0.0.1:{port}/healthz", b"ok"))
     # kwok's Logs informer is asynchronous: wait until a planted log is served.
     readiness = plane.pod_logs_dir / "readiness.log"
     readiness.write_bytes(b"2000-01-01T00:00:00.000000000Z stdout F ready\n")
@@ -80,40 +81,7 @@ def start(plane: ControlPlane, starter: Starter, *, pki: Path, port: int) -> Non
             "spec": {"logs": [{"logsFile": str(readiness)}]},
         },
     )
-    # Once, on CI's machine, a kwok never served it (its log said nothing of Logs; the cause is
-    # not known): a kwok that has not served it within LOGS_PATIENCE is started again, once.
-    deadline = time.monotonic() + LOGS_PATIENCE
-    while not _serves_now(plane) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if not _serves_now(plane):
-        print(
-            f"kwok did not serve planted logs within {LOGS_PATIENCE:.0f}s; starting it again", file=sys.stderr
-        )
-        kill_groups([kwok])
-        starter.children.remove(kwok)
-        _spawn(plane, starter, port=port, config=kwok_config)
     starter.wait("kwok to serve planted logs", lambda: _serves(plane, b"ready\n"))
-
-
-def _spawn(plane: ControlPlane, starter: Starter, *, port: int, config: Path) -> Child:
-    """Start kwok and wait until its Node is Ready and it answers /healthz."""
-    from tests.support.cluster import control_plane as cp
-
-    kwok = starter.spawn(
-        "kwok",
-        [str(plane.bin_dir / "kwok"), f"--kubeconfig={plane.kubeconfig}", f"--config={config}"],
-        env={"KWOK_WORKDIR": str(plane.workdir / "kwok-home")},
-    )
-    starter.wait(f"Node {plane.node_name} Ready and untainted", lambda: cp.node_ready(plane, port=port))
-    starter.wait("kwok /healthz", lambda: cp.http_ok(f"http://127.0.0.1:{port}/healthz", b"ok"))
-    return kwok
-
-
-def _serves_now(plane: ControlPlane) -> bool:
-    try:
-        return _serves(plane, b"ready\n") is not None
-    except (OSError, http.client.HTTPException, ClusterError):
-        return False
 
 
 def _serves(plane: ControlPlane, content: bytes) -> bool | None:

@@ -14,15 +14,18 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
 from tests.realnode import images
 from tests.support import builders, pods
-from tests.support.cluster import ControlPlane
+from tests.support.cluster import ControlPlane, control_plane as cp
+from tests.support.cluster.processes import Child
 from tests.support.fixtures_operator import OperatorFactory
 
 SLUG = "frozen"
@@ -31,12 +34,30 @@ CHART_DEFAULTS = {
     "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "10",
 }
 FROZEN_SECONDS = 90
+NODE_BACK_SECONDS = 120
+
+
+@pytest.fixture
+async def kubelet(control_plane: ControlPlane) -> AsyncIterator[Child]:
+    """The session's kubelet, thawed afterwards and waited for: after a freeze the node controller
+    has marked the node NotReady and tainted it, and the next test's Pods would be unschedulable
+    until the thawed kubelet's status lifts that."""
+    [kubelet] = [c for c in control_plane.children if c.name == "kubelet"]
+    yield kubelet
+    os.kill(kubelet.pid, signal.SIGCONT)
+    deadline = time.monotonic() + NODE_BACK_SECONDS
+    while not await asyncio.to_thread(cp.node_ready, control_plane):
+        assert time.monotonic() < deadline, f"node not Ready {NODE_BACK_SECONDS}s after the thaw"
+        await asyncio.sleep(1)
 
 
 async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captured(
-    admin_api: client.ApiClient, control_plane: ControlPlane, namespace: str, operator: OperatorFactory
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    kubelet: Child,
+    namespace: str,
+    operator: OperatorFactory,
 ) -> None:
-    [kubelet] = [c for c in control_plane.children if c.name == "kubelet"]
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, env=CHART_DEFAULTS)
     script = "echo 'worker: grant taken'; sleep 5; echo 'worker: refused after a frozen node' >&2; exit 78"
     await helpers.create(

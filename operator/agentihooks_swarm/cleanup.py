@@ -44,6 +44,8 @@ COUNTED_AFTER: Final = (10.0, 60.0, 300.0)
 
 Kind = Literal["pod", "service"]
 Read = Callable[..., Awaitable[dict[str, Any] | None]]
+#: How many times one pass judges an object that changed between its read and its delete.
+JUDGED_TRIES: Final = 3
 Delete = Callable[..., Awaitable[None]]
 
 
@@ -82,10 +84,27 @@ class _Pass:
         return client.read_service, client.delete_service
 
     async def remove(self, entry: records.PinnedObject, kind: Kind) -> records.RemovalOutcome:
-        """Capture (Pods only) and delete one pinned object; return its outcome."""
+        """Capture (Pods only) and delete one pinned object; return its outcome.
+
+        The delete applies only to the object as it was judged (its resourceVersion): a Pod that
+        failed after a read that saw it running is judged again, and captured, not deleted unseen.
+        """
+        found = self.seen.pop(entry.name, None) if kind == "pod" else None
+        for _ in range(JUDGED_TRIES):
+            outcome = await self._remove_as_read(entry, kind, found)
+            if outcome is not None:
+                return outcome
+            found = None
+        raise PassFailed(
+            f"{kind} {entry.name} changed each time it was about to be deleted; waiting for it to settle"
+        )
+
+    async def _remove_as_read(
+        self, entry: records.PinnedObject, kind: Kind, found: dict[str, Any] | None
+    ) -> records.RemovalOutcome | None:
+        """One read, judgement and delete; None when the object changed since it was read."""
         read, delete = self._calls(kind)
         namespace = self.attempt.namespace
-        found = self.seen.pop(entry.name, None) if kind == "pod" else None
         if found is None or (found.get("metadata") or {}).get("uid") != entry.uid:
             found = await read(namespace=namespace, name=entry.name)
         if found is None:
@@ -109,14 +128,24 @@ class _Pass:
         entry.sent = True
         await self.save(before="saving the capture and recording the delete as sent")
         self.guard.check(before=f"deleting {kind} {entry.name}")
+        version = metadata.get("resourceVersion")
         try:
-            await delete(namespace=namespace, name=entry.name, uid=entry.uid)
+            await delete(
+                namespace=namespace,
+                name=entry.name,
+                uid=entry.uid,
+                resource_version=version if isinstance(version, str) else None,
+            )
         except errors.NotFound:
             await self.confirm_gone(entry, kind)
             return "absent_after_send"
         except errors.PreconditionFailed:
+            current = await read(namespace=namespace, name=entry.name)
+            if current is not None and (current.get("metadata") or {}).get("uid") == entry.uid:
+                entry.sent = False  # Refused for a newer version of the same object: judged again.
+                return None
             await self.confirm_gone(entry, kind)
-            return "replaced"
+            return "replaced" if current is not None else "absent_after_send"
         return "deleted"
 
     async def confirm_gone(self, entry: records.PinnedObject, kind: Kind) -> None:

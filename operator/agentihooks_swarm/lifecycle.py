@@ -149,6 +149,9 @@ class Lifecycle:
         """Launch the Execution's attempt; its hand result, or None when it was not launched (the
         status says why)."""
         tracked = work.tracked
+        known, recorded = await self._recorded(work)
+        if not known or recorded is not None:
+            return recorded
         try:
             execution = resources.parse_execution(name=tracked.name, spec=tracked.spec or {})
         except errors.InvalidResource as e:
@@ -166,6 +169,31 @@ class Lifecycle:
         if not await self._hold(work) or not await self._claim(work):
             return None
         return await self._hand(work, execution=execution, swarm=swarm, stamp=stamp)
+
+    async def _recorded(self, work: _Work) -> tuple[bool, records.HandResult | None]:
+        """Whether Redis could say, and the hand of a launch whose status was never written (the
+        patch failed after the step launched, and maybe finished, the attempt): the step goes on
+        from the hand recorded in Redis, and never launches a second worker beside the first
+        one's records."""
+        tracked = work.tracked
+        try:
+            hand = await self.store.recorded_hand(slug=tracked.swarm, execution=tracked.name, uid=tracked.uid)
+        except errors.StoreUnavailable as e:  # Unknown whether it launched: not before Redis says.
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = RECORD_RETRY
+            return False, None
+        if hand is None or hand.generation != tracked.attempt_number:
+            return True, None
+        logger.info(
+            "Execution %s/%s was launched before its status said so: going on from its recorded hand.",
+            tracked.namespace,
+            tracked.name,
+        )
+        work.answer(status_.handed(hand, earlier=work.view.get("conditions")), **work.observed())
+        if hand.handed:
+            work.patch["waitingFor"] = attempts.WORKER_RUNNING
+        status_.set_condition(work.patch, work.view.get("conditions"), status_.recorded())
+        return True, hand
 
     async def _swarm(self, work: _Work) -> tuple[resources.SwarmSpec, str, dict[str, Any]] | None:
         """The Execution's Swarm, parsed, its stamp and the object itself; None when there is none
@@ -303,10 +331,11 @@ class Lifecycle:
         work.answer(status_.handed(hand, detail=launched.detail, earlier=earlier), **work.observed())
         if hand.handed:  # What the steps report until the worker ends: written once, here.
             work.patch["waitingFor"] = attempts.WORKER_RUNNING
-        await self._record_hand(work, hand)
-        return hand
+        # The attempt goes on only from a hand held in Redis: if this step's status write fails
+        # too, the next step finds the hand there (:meth:`_recorded`) instead of launching again.
+        return hand if await self._record_hand(work, hand) else None
 
-    async def _record_hand(self, work: _Work, hand: records.HandResult) -> None:
+    async def _record_hand(self, work: _Work, hand: records.HandResult) -> bool:
         """The hand result in Redis (and a refused hand's final record); the status says whether it
         is there. A failed write is tried again by a later step, which finds the hand in the status."""
         tracked = work.tracked
@@ -329,8 +358,9 @@ class Lifecycle:
             self.runtime.metrics.store_failures.labels(path="launch").inc()
             status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
             work.retry_after = RECORD_RETRY
-            return
+            return False
         status_.set_condition(work.patch, work.view.get("conditions"), status_.recorded())
+        return True
 
     # --- after the launch -----------------------------------------------------------------------
 

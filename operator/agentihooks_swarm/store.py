@@ -543,6 +543,18 @@ class AsyncStore:
             commands.append(("HSETNX", self.key(slug, FINALS), execution, records.dump(final)))
         await self._pipeline(slug=slug, commands=commands, durable=False)
 
+    async def recorded_hand(self, *, slug: str, execution: str, uid: str) -> records.HandResult | None:
+        """The hand result recorded for ``execution`` while the Execution with ``uid`` owned its
+        name (one round trip), or None: a launch whose status was never written is known by it."""
+        owner, hand = await self._pipeline(
+            slug=slug,
+            commands=[("HGET", self.key(slug, name), execution) for name in (OWNERS, HANDS)],
+            durable=False,
+        )
+        if owner is None or hand is None or records.load(records.Owner, owner).uid != uid:
+            return None
+        return records.load(records.HandResult, hand)
+
     async def read_hand(self, *, slug: str, execution: str) -> records.HandResult | None:
         with _translated():
             raw = await self.redis.hget(self.key(slug, HANDS), execution)

@@ -363,3 +363,123 @@ async def test_an_execution_deleted_before_its_hand_was_written_still_has_its_wo
     [entry] = retained["removed"]["pods"]
     assert entry["name"] == pod and entry["outcome"] in ("deleted", "absent_after_send")
     assert await journal_entries(redis_url) == {}
+
+
+async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_deleted_unseen(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    threaded_fault_proxy: FaultProxy,
+    fault_proxy_kubeconfig: Path,
+) -> None:
+    """The soak found it (seed 20261201, 7 Pods): a cancelled attempt's cleanup read its worker
+    running, in an answer that came seconds late; the worker failed meanwhile, and the delete,
+    sent for the Pod as read, removed a refused Pod without its capture. The delete now names the
+    resourceVersion it judged, so a Pod that changed is read and judged again."""
+    name = "failed-after-read"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
+    running = pods.protocol_annotations(phase="Running")
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+    async def handed() -> bool:
+        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        return bool((status.get("hand") or {}).get("handed"))
+
+    await helpers.eventually(handed, what="the hand", operator=process)
+    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
+    # Cleanup's list of the attempt's Pods is answered 2 s after the API server made it (within the
+    # operator's 3 s API timeout); the worker fails in between.
+    pods_path = rf"/api/v1/namespaces/{namespace}/pods"
+    threaded_fault_proxy.delay(
+        seconds=2.0, method="GET", path=pods_path, query="labelSelector=", times=1, after_forward=True
+    )
+    await delete_execution(admin_api, namespace, name)
+
+    async def listing() -> bool:
+        return threaded_fault_proxy.count(method="GET", path=pods_path, query="labelSelector=") >= 1
+
+    await helpers.eventually(listing, what="cleanup's list of the Pods", operator=process, timeout=30)
+    await asyncio.sleep(0.5)  # The list has been answered (loopback): what it says is Running.
+    await client.CoreV1Api(admin_api).patch_namespaced_pod_status(
+        pod,
+        namespace,
+        {
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "worker",
+                        "image": pods.WORKER_IMAGE,
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"terminated": {"exitCode": 3, "reason": "Error"}},
+                    }
+                ],
+            }
+        },
+    )
+
+    async def gone() -> bool:
+        return name not in await executions_left(admin_api, namespace)
+
+    await helpers.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
+    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    assert retained is not None and retained["final"]["state"] == "cancelled"
+    assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
+    assert await worker_pods(admin_api, namespace) == []
+
+
+async def test_a_launch_whose_status_was_not_written_goes_on_from_its_recorded_hand(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    threaded_fault_proxy: FaultProxy,
+    fault_proxy_kubeconfig: Path,
+) -> None:
+    """The soak found it (seed 20261201, 16 Pods): one step launched a worker, saw it refused and
+    cleaned it up, and then its status patch failed; the next step found no hand in the status and
+    launched a second worker, which was never cleaned up (the attempt was already retained). The
+    next step now goes on from the hand recorded in Redis."""
+    name = "unwritten-status"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
+    status_path = rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions/{name}/status"
+    # Every status patch fails until the attempt is over (refused at the hand: launched, captured,
+    # removed and retained in the launch's step).
+    threaded_fault_proxy.fail(status=504, method="PATCH", path=status_path, times=None)
+    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await helpers.create(
+        admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
+    )
+
+    async def retained() -> Any:
+        return await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+
+    await helpers.eventually(retained, what="the attempt retained", operator=process, timeout=60)
+    created = rf"/api/v1/namespaces/{namespace}/pods"
+    await asyncio.sleep(3)  # Steps that follow, with their status patches still failing.
+    threaded_fault_proxy.clear_rules()
+
+    async def done() -> dict[str, Any] | None:
+        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        return status if status.get("phase") == "Done" else None
+
+    status = await helpers.eventually(done, what=f"{name} Done", operator=process, timeout=60)
+    assert status["outcome"] == "refused" and status["hand"]["handed"] is False
+    assert threaded_fault_proxy.count(method="POST", path=created) == 1  # One worker, never a second.
+    assert await worker_pods(admin_api, namespace) == []
+    assert "going on from its recorded hand" in process.log()

@@ -158,6 +158,20 @@ async def test_a_name_belongs_to_the_execution_that_claimed_it(store: store_.Asy
     assert await store.owner(slug=SLUG, execution="old") is None
 
 
+async def test_a_recorded_hand_is_found_only_for_the_execution_that_owns_the_name(
+    store: store_.AsyncStore,
+) -> None:
+    mine = records.Owner(uid="uid-1", namespace="ns", at="2026-12-01T00:00:00Z")
+    hand = records.HandResult(generation=1, handed=True, pod="w-1")
+    assert await store.recorded_hand(slug=SLUG, execution="e1", uid="uid-1") is None  # Nothing yet.
+    await store.claim(slug=SLUG, execution="e1", owner=mine)
+    assert await store.recorded_hand(slug=SLUG, execution="e1", uid="uid-1") is None  # Claimed only.
+    await store.save_hand(slug=SLUG, execution="e1", hand=hand)
+    assert await store.recorded_hand(slug=SLUG, execution="e1", uid="uid-1") == hand
+    # Another Execution under the name (its first is deleted, the records stay): not its hand.
+    assert await store.recorded_hand(slug=SLUG, execution="e1", uid="uid-2") is None
+
+
 async def test_forget_frees_a_name_but_not_while_cleanup_is_unfinished(
     store: store_.AsyncStore, redis_url: str
 ) -> None:

@@ -954,7 +954,10 @@ class FaultProxy:
                 response.content_length = length
             elif request.method != "HEAD" and upstream.status not in (204, 304):
                 response.enable_chunked_encoding()
-            await response.prepare(request)
+            try:
+                await response.prepare(request)
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                return response  # The client went away while the answer was on its way (a killed operator).
             if cut_after is not None:
                 return await self._cut(request, response, upstream, limit=cut_after)
             try:

@@ -180,9 +180,12 @@ class PodClient:
             what=f"create pod {namespace}/{body['metadata']['name']}",
         )
 
-    async def delete(self, *, namespace: str, name: str, uid: str) -> None:
-        """Delete the Pod only if it still has this UID (409 → PreconditionFailed, 404 → NotFound)."""
-        await self._delete("pods", namespace=namespace, name=name, uid=uid)
+    async def delete(
+        self, *, namespace: str, name: str, uid: str, resource_version: str | None = None
+    ) -> None:
+        """Delete the Pod only if it still has this UID and (given) this resourceVersion: the Pod
+        as it was read, not one that changed since (409 → PreconditionFailed, 404 → NotFound)."""
+        await self._delete("pods", namespace=namespace, name=name, uid=uid, resource_version=resource_version)
 
     async def pod_logs(self, *, namespace: str, name: str, container: str) -> LogRead:
         """The container's last 200 lines, at most 64 KiB, with timestamps, newest lines kept.
@@ -378,14 +381,23 @@ class PodClient:
     async def list_services(self, *, namespace: str, selector: str) -> builtins.list[Object]:
         return await self._list("services", namespace=namespace, selector=selector, name=None)
 
-    async def delete_service(self, *, namespace: str, name: str, uid: str) -> None:
-        await self._delete("services", namespace=namespace, name=name, uid=uid)
+    async def delete_service(
+        self, *, namespace: str, name: str, uid: str, resource_version: str | None = None
+    ) -> None:
+        await self._delete(
+            "services", namespace=namespace, name=name, uid=uid, resource_version=resource_version
+        )
 
-    async def _delete(self, plural: str, *, namespace: str, name: str, uid: str) -> None:
+    async def _delete(
+        self, plural: str, *, namespace: str, name: str, uid: str, resource_version: str | None
+    ) -> None:
+        preconditions = (
+            {"uid": uid} if resource_version is None else {"uid": uid, "resourceVersion": resource_version}
+        )
         body: Object = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
-            "preconditions": {"uid": uid},
+            "preconditions": preconditions,
             "propagationPolicy": "Background",
         }
         response = await self._request(

@@ -107,9 +107,12 @@ class SwarmStatus:
             spec = resources.parse_swarm(name=slug, spec=swarm.get("spec"))
         except errors.InvalidResource:
             return  # Its launches say what is wrong with it.
+        # The budget first: counts only grow between the reads, so the fingerprints read after it
+        # hold at least the refusals that tripped it, and the status never says "exceeded" next to
+        # a count below the budget.
+        state = await self._budget(slug=slug, spec=spec, swarm=swarm)
         top = await self.store.fingerprints(slug=slug)
         last_hour = await self.store.refusals_since(slug=slug, seconds=HOUR)
-        state = await self._budget(slug=slug, spec=spec, swarm=swarm)
         self._gauges(slug=slug, top=top, state=state)
         found = swarm.get("status")
         current: Mapping[str, Any] = found if isinstance(found, Mapping) else {}

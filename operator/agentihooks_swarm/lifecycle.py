@@ -369,7 +369,22 @@ class Lifecycle:
         have created its worker before it was interrupted, so its attempt is cleaned up like any
         cancelled one; otherwise there is nothing of it to clean up and it may go."""
         tracked = work.tracked
-        owner = await self.store.owner(slug=tracked.swarm, execution=tracked.name) if tracked.swarm else None
+        if not tracked.swarm:
+            work.release = work.settled = True
+            return None
+        try:
+            owner = await self.store.owner(slug=tracked.swarm, execution=tracked.name)
+        except errors.StoreUnavailable as e:  # Unknown whether it launched: it stays until Redis says.
+            self.runtime.metrics.store_failures.labels(path="cleanup").inc()
+            logger.warning(
+                "Deleted Execution %s/%s waits for Redis to say whether it launched: %s",
+                tracked.namespace,
+                tracked.name,
+                e,
+            )
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = RECORD_RETRY
+            return None
         if owner is None or owner.uid != tracked.uid:
             work.release = work.settled = True
             return None

@@ -130,7 +130,12 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             )
             await _converge(pods_seen, executions_seen, deadline=calm + options.bound)
             timings["convergence wait"] = time.monotonic() - calm
-            await pods_seen.resync()  # The end state from a list, whatever the watches missed.
+            # The end state is frozen before Redis is read: the watches stop, one list gives what
+            # they missed, and nothing the operator does after the read (it may still be working
+            # when the bound is past) is judged against a read made before it.
+            await pods_seen.stop()
+            await executions_seen.stop()
+            await pods_seen.resync()
             await executions_seen.resync()
             await pods_seen.settle_probes()
             stored, read_error = await _read(client, plan)

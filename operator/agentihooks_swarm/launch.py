@@ -333,6 +333,10 @@ async def remove_at_launch(
     return removal
 
 
+#: Reads, judgements and deletes of one Pod before launch removal leaves it to final cleanup.
+JUDGED_TRIES: Final = 3
+
+
 async def _remove_at_launch(
     *,
     runtime: model.Runtime,
@@ -342,6 +346,44 @@ async def _remove_at_launch(
     guard: model.Guard,
     refused: str | None,
 ) -> Removal:
+    """Read, judge and delete the Pod as it was read: the delete carries the resourceVersion that
+    was judged, so a Pod that failed after a read that saw it starting is read, judged and
+    captured again instead of being deleted unseen."""
+    stored: records.StartupCapture | None = None
+    for _ in range(JUDGED_TRIES):
+        removal = await _remove_as_read(
+            runtime=runtime,
+            attempt=attempt,
+            uid=uid,
+            notify=notify,
+            guard=guard,
+            refused=refused,
+            stored=stored,
+        )
+        if isinstance(removal, Removal):  # A capture stored by an earlier try stays its capture.
+            keep = stored is not None and removal.capture is None
+            return dataclasses.replace(removal, capture=stored, announced=True) if keep else removal
+        stored = removal or stored
+    return Removal(
+        removed=False,
+        why="it changed each time it was about to be deleted",
+        capture=stored,
+        announced=bool(stored),
+    )
+
+
+async def _remove_as_read(
+    *,
+    runtime: model.Runtime,
+    attempt: model.Attempt,
+    uid: str,
+    notify: events.Events,
+    guard: model.Guard,
+    refused: str | None,
+    stored: records.StartupCapture | None,
+) -> Removal | records.StartupCapture | None:
+    """One read, judgement and delete: the Removal, or (the Pod changed since it was read) the
+    capture this try stored, if any, or None."""
     try:
         pod = await runtime.pods.read(namespace=attempt.namespace, name=attempt.pod_name)
     except errors.ApiError as e:
@@ -355,26 +397,36 @@ async def _remove_at_launch(
         return Removal(removed=False, why="its owner, execution or generation labels no longer match")
     if metadata.get("deletionTimestamp"):
         return Removal(removed=False, why="it is already being deleted")
-    try:
-        capture = await runtime.startup(pod, runtime.reader)
-    except (errors.ApiError, ConnectionError, TimeoutError) as e:
-        runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
-        runtime.metrics.captures.labels(path="launch", result="kept").inc()
-        return Removal(removed=False, why=f"its log could not be read: {e}")
-    if capture is not None:
-        kept = await _store(
-            runtime=runtime,
-            attempt=attempt,
-            pod=pod,
-            capture=capture,
-            notify=notify,
-            guard=guard,
-            refused=refused,
-        )
-        if kept is not None:
-            return kept
+    capture = stored
+    if stored is None:
+        try:
+            capture = await runtime.startup(pod, runtime.reader)
+        except (errors.ApiError, ConnectionError, TimeoutError) as e:
+            runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
+            runtime.metrics.captures.labels(path="launch", result="kept").inc()
+            return Removal(removed=False, why=f"its log could not be read: {e}")
+        if capture is not None:
+            kept = await _store(
+                runtime=runtime,
+                attempt=attempt,
+                pod=pod,
+                capture=capture,
+                notify=notify,
+                guard=guard,
+                refused=refused,
+            )
+            if kept is not None:
+                return kept
     guard.check(before=f"deleting pod {attempt.pod_name}")
-    removal = await _delete(runtime=runtime, attempt=attempt, uid=uid)
+    version = metadata.get("resourceVersion")
+    removal = await _delete(
+        runtime=runtime,
+        attempt=attempt,
+        uid=uid,
+        resource_version=version if isinstance(version, str) else None,
+    )
+    if removal is None:
+        return capture
     return dataclasses.replace(removal, capture=capture, announced=capture is not None)
 
 
@@ -429,11 +481,16 @@ async def _store(
     return None
 
 
-async def _delete(*, runtime: model.Runtime, attempt: model.Attempt, uid: str) -> Removal:
-    """Delete the Pod by its pinned UID; a 404 is believed only when a list agrees."""
+async def _delete(
+    *, runtime: model.Runtime, attempt: model.Attempt, uid: str, resource_version: str | None
+) -> Removal | None:
+    """Delete the Pod by its pinned UID as it was read (``resource_version``); a 404 is believed
+    only when a list agrees. None when the Pod changed since it was read (it is judged again)."""
     client = runtime.pods
     try:
-        await client.delete(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
+        await client.delete(
+            namespace=attempt.namespace, name=attempt.pod_name, uid=uid, resource_version=resource_version
+        )
     except errors.NotFound:
         try:
             listed = await client.still_listed(
@@ -444,6 +501,8 @@ async def _delete(*, runtime: model.Runtime, attempt: model.Attempt, uid: str) -
         if listed:
             return Removal(removed=False, why="the delete answered 404 but the pod is still listed")
         return Removal(removed=True, why="the pod was gone before the delete")
+    except errors.PreconditionFailed:
+        return None
     except errors.ApiError as e:
         return Removal(removed=False, why=f"the delete failed: {e}")
     return Removal(removed=True, why="deleted")

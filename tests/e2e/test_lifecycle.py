@@ -437,6 +437,80 @@ async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_de
     assert await worker_pods(admin_api, namespace) == []
 
 
+async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judged_it(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    threaded_fault_proxy: FaultProxy,
+    fault_proxy_kubeconfig: Path,
+) -> None:
+    """The soak found it (seed 20261201 at 6 a second, pod x03261-1): launch removal read a
+    refused hand's worker while it was starting, the worker failed (OOMKilled) while that answer
+    was on its way, and the delete removed a failed Pod with no capture. The delete now names the
+    resourceVersion it judged, so the Pod that changed is read, captured and then deleted."""
+    name = "fails-during-removal"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    planted: Any = pods.worker_pod(
+        name=pod,
+        namespace=namespace,
+        phase="Running",
+        labels=labels.attempt(slug=SLUG, execution=name, generation=1),
+    )
+    await client.CoreV1Api(admin_api).create_namespaced_pod(namespace, planted)
+    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
+    # The launch adopts the Pod (its first read), the hand is refused (a project outside the
+    # registration), and launch removal's read is answered 2 s after the API server made it.
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+    threaded_fault_proxy.delay(seconds=0.0, method="GET", path=pod_path, times=1)
+    threaded_fault_proxy.delay(seconds=2.0, method="GET", path=pod_path, times=1, after_forward=True)
+    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await helpers.create(
+        admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
+    )
+
+    async def removal_read() -> bool:
+        return threaded_fault_proxy.count(method="GET", path=pod_path) >= 2
+
+    await helpers.eventually(removal_read, what="launch removal's read", operator=process, timeout=60)
+    await asyncio.sleep(0.5)  # The read has been answered (loopback): what it says is Running.
+    await client.CoreV1Api(admin_api).patch_namespaced_pod_status(
+        pod,
+        namespace,
+        {
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "worker",
+                        "image": pods.WORKER_IMAGE,
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+                    }
+                ],
+            }
+        },
+    )
+
+    async def removed() -> bool:
+        return await worker_pods(admin_api, namespace) == []
+
+    await helpers.eventually(removed, what="the worker removed", operator=process, timeout=60)
+    record = await helpers.stored(redis_url, slug=SLUG, name="attempt-startup-diagnostics", execution=name)
+    assert record is not None, "launch removal deleted the failed Pod without storing its capture"
+    assert record["pod"] == pod
+    [container] = record["startup"]["containers"]
+    assert container["terminated"]["exitCode"] == 137
+    assert container["log"].endswith(marker(name).decode()), container["log"]
+
+
 async def test_a_launch_whose_status_was_not_written_goes_on_from_its_recorded_hand(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

@@ -87,6 +87,27 @@ async def events_for(api: client.ApiClient, *, namespace: str, name: str) -> lis
     return [(e.type, e.reason, e.message) for e in listed.items]
 
 
+async def events_once(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    reasons: set[str],
+    operator: OperatorProcess | None = None,
+    timeout: float = 30.0,
+) -> list[tuple[str, str, str]]:
+    """The object's Events once every one of ``reasons`` is among them: the operator posts a
+    step's Events after that step's status, so an Execution seen Done may not have them yet."""
+
+    async def posted() -> list[tuple[str, str, str]] | None:
+        found = await events_for(api, namespace=namespace, name=name)
+        return found if reasons <= {r for _, r, _ in found} else None
+
+    return await eventually(
+        posted, what=f"the Events {sorted(reasons)} of {name}", operator=operator, timeout=timeout
+    )
+
+
 pod_exists = pods.pod_exists
 
 

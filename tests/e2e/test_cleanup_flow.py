@@ -94,8 +94,12 @@ async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(
     [container] = entry["startup"]["containers"]
     assert (container["terminated"]["exitCode"], container["terminated"]["reason"]) == (78, "Error")
     assert container["log"].endswith(PLANTED.decode())
-    reasons = [r for _, r, _ in await helpers.events_for(admin_api, namespace=namespace, name="fails-late")]
-    assert {"Handed", "AttemptFinal", "CleanupFinished"} <= set(reasons)
+    await helpers.events_once(
+        admin_api,
+        namespace=namespace,
+        name="fails-late",
+        reasons={"Handed", "AttemptFinal", "CleanupFinished"},
+    )
 
 
 async def test_cleanup_waits_for_the_transcript_archive(
@@ -151,11 +155,10 @@ async def test_archive_deadline_lets_cleanup_go_ahead_and_says_so(
     await wait_done(admin_api, namespace, "deadline", process)
     retained = json.loads(reporter.redis.hget(reporter.key(SLUG, "attempt-retained"), "deadline") or "null")
     assert (retained["archived"], retained["watermark"]) == (False, 0)
-    messages = [
-        m
-        for _, r, m in await helpers.events_for(admin_api, namespace=namespace, name="deadline")
-        if r == "CleanupFinished"
-    ]
+    found = await helpers.events_once(
+        admin_api, namespace=namespace, name="deadline", reasons={"CleanupFinished"}, operator=process
+    )
+    messages = [m for _, r, m in found if r == "CleanupFinished"]
     assert messages and "archive deadline passed" in messages[0]
     reporter.redis.close()
 

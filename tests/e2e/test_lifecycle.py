@@ -268,8 +268,9 @@ async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgot
     await asyncio.sleep(3)  # A few resyncs later: still nothing launched, nothing changed.
     assert await worker_pods(admin_api, namespace) == []
     assert await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name) == kept
-    events = await helpers.events_for(admin_api, namespace=namespace, name=name)
-    assert any(reason == "NameInUse" for _, reason, _ in events)
+    await helpers.events_once(
+        admin_api, namespace=namespace, name=name, reasons={"NameInUse"}, operator=process
+    )
     # Freed, and asked to launch again: it runs its own attempt, with its own records.
     freed = forget(redis_url, name)
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed

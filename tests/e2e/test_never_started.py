@@ -132,9 +132,13 @@ async def play(
             "count": event.count,
         } in [{k: e[k] for k in ("type", "reason", "message", "count")} for e in record["events"]]
 
-    reasons = {
-        r: m for _, r, m in await helpers.events_for(admin_api, namespace=namespace, name=scenario.name)
-    }
+    expected = {"CleanupFinished", "StartupDeadlineExceeded" if scenario.captured else "Unschedulable"}
+    if scenario.captured and scenario.startup_deadline_seconds is None:
+        expected.discard("StartupDeadlineExceeded")
+    found = await helpers.events_once(
+        admin_api, namespace=namespace, name=scenario.name, reasons=expected, operator=process
+    )
+    reasons = {r: m for _, r, m in found}
     if scenario.startup_deadline_seconds is not None and scenario.captured:
         assert "StartupDeadlineExceeded" in reasons, reasons
         assert f"within {scenario.startup_deadline_seconds}s" in reasons["StartupDeadlineExceeded"]

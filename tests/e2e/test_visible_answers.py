@@ -100,11 +100,10 @@ async def test_a_pod_the_api_server_refuses_is_a_visible_permanent_answer(
     assert "runAsUser" in invalid["message"]  # The API server's own words.
     status = (await helpers.execution(admin_api, namespace=namespace, name="e1"))["status"]
     assert status["phase"] == "Invalid"
-    seen = [
-        m
-        for _, r, m in await helpers.events_for(admin_api, namespace=namespace, name="e1")
-        if r == "PodRejected"
-    ]
+    found = await helpers.events_once(
+        admin_api, namespace=namespace, name="e1", reasons={"PodRejected"}, operator=process
+    )
+    seen = [m for _, r, m in found if r == "PodRejected"]
     assert seen and "runAsUser" in seen[0]
     assert not await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
     assert await _quiet(admin_api, namespace=namespace, name="e1", seconds=4), "the operator kept retrying"

@@ -62,8 +62,14 @@ def test_a_hundred_thousand_short_lines() -> None:
     assert len(read.text.encode()) <= LIMIT
 
 
+# What JSON from the API server can hold: no NaN and no infinity (Go's encoder refuses both, and
+# pydantic writes them as null, so a record holding one would not read back the same).
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
 )
 json_values = st.recursive(
     json_scalars,

@@ -74,7 +74,7 @@ manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)
 	charts/agentihooks-swarm/hack/sync-crds.sh
 
 .PHONY: test
-test: $(STAMP) system-deps binaries lint ## Everything CI runs: lint, unit, integration, e2e, faults, chart and the proof (~10 min)
+test: $(STAMP) system-deps binaries lint ## Everything CI runs: lint, unit, integration, e2e, faults, chart and the proof (about 20 min warm on 2 cores)
 	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS)
 
 .PHONY: check

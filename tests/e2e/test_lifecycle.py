@@ -67,6 +67,22 @@ async def journal_entries(redis_url: str) -> dict[str, Any]:
     return {str(k): v for k, v in found.items()}
 
 
+async def fail_worker(
+    api: client.ApiClient, *, namespace: str, pod: str, exit_code: int, reason: str
+) -> None:
+    """The worker fails now, as its kubelet would report it (the Pod's status written directly)."""
+    container = {
+        "name": "worker",
+        "image": pods.WORKER_IMAGE,
+        "imageID": "",
+        "ready": False,
+        "restartCount": 0,
+        "state": {"terminated": {"exitCode": exit_code, "reason": reason}},
+    }
+    body = {"status": {"phase": "Failed", "containerStatuses": [container]}}
+    await client.CoreV1Api(api).patch_namespaced_pod_status(pod, namespace, body)
+
+
 def assert_one_capture_of_its_own(retained: Any, *, execution: str, exit_code: int) -> None:
     """The retained record holds exactly one removed Pod, captured, with this execution's own log."""
     assert retained is not None, f"{execution}: no attempt-retained record"
@@ -408,25 +424,7 @@ async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_de
 
     await helpers.eventually(listing, what="cleanup's list of the Pods", operator=process, timeout=30)
     await asyncio.sleep(0.5)  # The list has been answered (loopback): what it says is Running.
-    await client.CoreV1Api(admin_api).patch_namespaced_pod_status(
-        pod,
-        namespace,
-        {
-            "status": {
-                "phase": "Failed",
-                "containerStatuses": [
-                    {
-                        "name": "worker",
-                        "image": pods.WORKER_IMAGE,
-                        "imageID": "",
-                        "ready": False,
-                        "restartCount": 0,
-                        "state": {"terminated": {"exitCode": 3, "reason": "Error"}},
-                    }
-                ],
-            }
-        },
-    )
+    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
 
     async def gone() -> bool:
         return name not in await executions_left(admin_api, namespace)
@@ -480,25 +478,7 @@ async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judg
 
     await helpers.eventually(removal_read, what="launch removal's read", operator=process, timeout=60)
     await asyncio.sleep(0.5)  # The read has been answered (loopback): what it says is Running.
-    await client.CoreV1Api(admin_api).patch_namespaced_pod_status(
-        pod,
-        namespace,
-        {
-            "status": {
-                "phase": "Failed",
-                "containerStatuses": [
-                    {
-                        "name": "worker",
-                        "image": pods.WORKER_IMAGE,
-                        "imageID": "",
-                        "ready": False,
-                        "restartCount": 0,
-                        "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
-                    }
-                ],
-            }
-        },
-    )
+    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=137, reason="OOMKilled")
 
     async def removed() -> bool:
         return await worker_pods(admin_api, namespace) == []

@@ -41,17 +41,16 @@ WHY: Final[dict[str, str]] = {
     f"DELETE {_POD}/{{pod}}": "minimum: the delete by pinned UID",
     f"GET {_POD}/{{pod}}/log": "minimum: the log of the one terminated container",
     f"PATCH {_EXECUTION}": (
-        "kopf adds its finalizer (the delete handler must run before a deleted Execution in flight "
-        "goes: it cancels and cleans up its attempt). The handled spec (kopf's diff base; without it "
-        "a restart would launch again) goes with the status patch after the create handler, in "
-        "status.kopf.last-handled-configuration: an annotation cost one more patch per Execution"
+        "the operator's finalizer: put on before the worker exists (so that deleting the "
+        "Execution waits for its cleanup) and removed once the attempt is Done and cleaned up; "
+        "both carry the Execution's UID and resourceVersion as preconditions"
     ),
     "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}": (
         "the launch reads the Swarm: its registration decides the hand, its template the Pod"
     ),
     f"GET {_POD}?labelSelector={{attempt}}": (
         "final cleanup pins the attempt's Pods in cleanup-journal (it runs for every final attempt; "
-        "in A it finds the Pod already removed by launch removal)"
+        "in A it finds the Pod already removed by launch removal, earlier in the same step)"
     ),
     "GET /api/v1/namespaces/{ns}/services?labelSelector={attempt}": (
         "final cleanup pins the attempt's Services (the terminal Service, when the template has a port)"
@@ -74,37 +73,34 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
         "labels before it is adopted. Without a planted Pod (the usual launch) there is no adoption read"
     ),
     ("B", f"GET {_POD}/{{pod}}"): (
-        "the finality check: each pass reads the Pod until it is Failed (more than once per Pod "
-        "when passes come while it is still Pending or Running). Cleanup does not read it again: "
-        "the pin's list a moment earlier in the same pass is its read (same UID and labels?)"
+        "the finality check: each step of a launched attempt reads the Pod until it is Failed (more "
+        "than once per Pod when a resync comes while it is still Pending or Running). Cleanup does "
+        "not read it again: the pin's list a moment earlier in the same step is its read"
     ),
     ("A", f"PATCH {_EXECUTION}/status"): (
-        "the hand result (phase Refused, hand, conditions) and kopf's diff base, written by kopf "
-        "after the create handler; then the final cleanup's outcome (phase Done, cleanup, "
-        "finishedAt), from the next pass. Not one: the attempt is final at once, but its cleanup "
-        "runs in the pass after the launch, so that the Pod launch removal deleted is gone from "
-        "the pin's list"
+        "one per step: the attempt is final at once, so one step launches (adopts), captures, "
+        "cleans up and writes the hand result, the capture's outcome and phase Done together"
     ),
     ("B", f"PATCH {_EXECUTION}/status"): (
-        "the hand result (phase Running, hand, waitingFor, conditions) and kopf's diff base; then "
-        "the final cleanup's outcome (phase Done, cleanup, finishedAt). A pass that finds the "
-        "worker still running writes nothing"
+        "the launch step's hand result (phase Running, hand, waitingFor, conditions); then the step "
+        "that finds the worker Failed writes the final outcome (phase Done, cleanup, finishedAt). "
+        "A step that finds the worker still running writes nothing"
     ),
     ("A", f"POST {_POD}"): (
         "the launch creates the worker Pod (create-or-adopt); the planted Pod answers 409 AlreadyExists"
     ),
     ("B", f"POST {_POD}"): "the launch creates the worker Pod",
     ("A", "POST /api/v1/namespaces/{ns}/events"): (
-        "the Execution's Events (docs/concepts.md): the launch's one Event (StartupRefused with the "
-        "capture: it names the refusal and quotes the captured log line; HandRefused in the baseline, "
-        "which captures nothing), CleanupFinished (posted by the pass)"
+        "the Execution's Events (docs/concepts.md), posted after the step's status: StartupRefused "
+        "with the capture (it names the refusal and quotes the captured log line; HandRefused in "
+        "the baseline, which captures nothing), and CleanupFinished"
     ),
     (
         "B",
         "POST /api/v1/namespaces/{ns}/events",
     ): (
-        "the Execution's Events (docs/concepts.md): Handed (kopf's event queue), AttemptFinal and "
-        "CleanupFinished (posted by the pass)"
+        "the Execution's Events (docs/concepts.md), posted after each step's status: Handed, then "
+        "AttemptFinal and CleanupFinished"
     ),
 }
 
@@ -116,7 +112,7 @@ def why(scenario: Scenario, call: str) -> str:
 
 #: Why a capture run can show a fraction of a call more than its baseline run.
 FRACTIONAL: Final = (
-    " (a timing difference between the two runs: how many passes came before the Pod failed; "
+    " (a timing difference between the two runs: how many steps came before the Pod failed; "
     "the capture makes no such call)"
 )
 
@@ -724,8 +720,8 @@ def document(
         "refused (`project_unpermitted`), and launch removal captures, stores the record with "
         "`HSETNX` and deletes the Pod.",
         f"- **Scenario B, failed after the hand**: N Executions of a Swarm whose worker template "
-        f"makes kwok run the Pod for {RUN_FOR} and then fail it with 78. Final cleanup (the passes "
-        "over the Executions in flight, every "
+        f"makes kwok run the Pod for {RUN_FOR} and then fail it with 78. The step that finds the "
+        "worker Failed (the resync steps every Execution in flight every "
         f"{CHART_DEFAULTS['AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS']} s, the chart's default) "
         "captures, deletes and writes `attempt-retained`.",
         "- **Modes**: capture is the operator's production wiring; baseline is the same operator "
@@ -733,7 +729,8 @@ def document(
         "captures nothing: plain UID-pinned deletes, no log read, no capture in Redis (the operator "
         "itself has no switch for that). Each run has a fresh namespace, a freshly flushed Redis "
         "and a fresh operator process (`python -m tests.bench.controller --namespace NS "
-        "[--baseline]`: kopf runs `agentihooks_swarm.handlers` standalone, no `--verbose`, the "
+        "[--baseline]`: the operator's own `serve`, as `python -m agentihooks_swarm run` starts it, "
+        "no `--verbose`, the "
         "chart's timings: "
         + ", ".join(f"`{k}={v}`" for k, v in CHART_DEFAULTS.items())
         + ") talking to kube-apiserver through the counting proxy (`tests/support/proxy.py`, no "

@@ -41,6 +41,7 @@ from agentihooks_swarm import (
     resources,
     status as status_,
     store as store_,
+    swarms,
 )
 from agentihooks_swarm.executions import FINALIZER
 from agentihooks_swarm.model import Phase
@@ -225,14 +226,8 @@ class Lifecycle:
         assert budget is not None
         tracked = work.tracked
         try:
-            verdict, state = await self.store.budget(
-                slug=tracked.swarm,
-                window_seconds=budget.window_seconds,
-                max_refusals=budget.max_refusals,
-                same_fingerprint=budget.same_fingerprint,
-                template=resources.template_digest(raw),
-                reset=resources.reset_stamp(raw, reset_annotation=status_.RESET_BUDGET_ANNOTATION),
-                at=finals.timestamp(finals.now()),
+            verdict, state = await swarms.budget_verdict(
+                store=self.store, slug=tracked.swarm, budget=budget, swarm=raw
             )
         except errors.StoreUnavailable as e:  # The budget cannot be read: launching is the default.
             logger.warning("Could not read the refusal budget of swarm %s; launching: %s", tracked.swarm, e)

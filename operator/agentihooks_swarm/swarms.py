@@ -31,6 +31,24 @@ from agentihooks_swarm.kubernetes import pods
 
 logger = logging.getLogger(__name__)
 
+
+async def budget_verdict(
+    *, store: store_.AsyncStore, slug: str, budget: resources.RefusalBudget, swarm: Mapping[str, Any]
+) -> tuple[str, records.BudgetState | None]:
+    """The Swarm's refusal budget as Redis holds it now (:meth:`store.AsyncStore.budget`), from the
+    Swarm object itself: its worker template and its reset annotation are what clear it. The
+    launch and the Swarm's status both ask here, so they judge by the same inputs."""
+    return await store.budget(
+        slug=slug,
+        window_seconds=budget.window_seconds,
+        max_refusals=budget.max_refusals,
+        same_fingerprint=budget.same_fingerprint,
+        template=resources.template_digest(swarm),
+        reset=resources.reset_stamp(swarm, reset_annotation=status_.RESET_BUDGET_ANNOTATION),
+        at=finals.timestamp(finals.now()),
+    )
+
+
 #: The fingerprints a Swarm's status shows.
 TOP: Final = 5
 #: The window of ``status.refusals.lastHour``.
@@ -142,17 +160,10 @@ class SwarmStatus:
     async def _budget(
         self, *, slug: str, spec: resources.SwarmSpec, swarm: Mapping[str, Any]
     ) -> records.BudgetState | None:
-        budget = spec.refusal_budget
-        if budget is None:
+        if spec.refusal_budget is None:
             return None
-        verdict, state = await self.store.budget(
-            slug=slug,
-            window_seconds=budget.window_seconds,
-            max_refusals=budget.max_refusals,
-            same_fingerprint=budget.same_fingerprint,
-            template=resources.template_digest(swarm),
-            reset=resources.reset_stamp(swarm, reset_annotation=status_.RESET_BUDGET_ANNOTATION),
-            at=finals.timestamp(finals.now()),
+        verdict, state = await budget_verdict(
+            store=self.store, slug=slug, budget=spec.refusal_budget, swarm=swarm
         )
         if verdict == "cleared":
             logger.info("The refusal budget of swarm %s is cleared (a new template, or its reset).", slug)

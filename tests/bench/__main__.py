@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.bench import history, report
 from tests.bench.run import PY_SPY, Mode, Result, Run, Scenario, remove_namespace
-from tests.support import crds
+from tests.support import crds, signals
 from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
 from tests.support.redis_server import RedisServer
 
@@ -53,6 +53,7 @@ def _cluster(workdir: Path) -> tuple[ControlPlane, bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    signals.exit_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
     parser.add_argument("--sizes", default="100,500,2000", help="comma-separated N values")
     parser.add_argument("--scenarios", default="A,B", help="A (refused at launch), B (failed after the hand)")

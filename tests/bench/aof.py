@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentihooks_swarm import records, settings, store as store_
+from tests.support import signals
 from tests.support.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,6 +85,7 @@ async def _measure(url: str, executions: int) -> tuple[list[float], float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    signals.exit_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m tests.bench.aof", description=__doc__)
     parser.add_argument("--executions", type=int, default=300)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks-aof.md")

@@ -45,7 +45,7 @@ from typing import Any, Final
 
 from tests.bench import kube, measure, report
 from tests.bench.run import CHART_DEFAULTS, CREATE_PARALLELISM, REPO, BenchOperator, remove_namespace
-from tests.support import builders, crds, pods
+from tests.support import builders, crds, pods, signals
 from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
 from tests.support.redis_server import RedisServer
 
@@ -394,6 +394,7 @@ def _cluster(workdir: Path) -> tuple[ControlPlane, bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    signals.exit_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m tests.bench.history", description=__doc__)
     parser.add_argument("--inflight", type=int, default=2000, help="Executions in flight")
     parser.add_argument("--finished", default="0,5000,10000,20000", help="counts of Done Executions")

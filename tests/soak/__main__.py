@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.soak.run import Options, run
+from tests.support import signals
 
 #: Executions created per second by default. On kwok the soak's one fault every 4 s (a leader
 #: change about once a minute, each a Lease's expiry without a leader) and a 2-core machine that
@@ -76,6 +77,7 @@ def options(argv: Sequence[str] | None = None) -> tuple[Options, Path | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    signals.exit_on_sigterm()
     chosen, out = options(argv)
     print(f"soak: seed {chosen.seed}", flush=True)
     print(

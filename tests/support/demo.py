@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support import crds, pods
+from tests.support import crds, pods, signals
 from tests.support.cluster import ControlPlane, build, named_cluster, start
 from tests.support.operator_process import OperatorProcess
 from tests.support.redis_server import RedisServer
@@ -179,6 +179,7 @@ spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
 
 
 def main() -> int:
+    signals.exit_on_sigterm()
     workdir = Path(tempfile.mkdtemp(prefix="agentihooks-swarm-demo-"))
     named = named_cluster()
     with RedisServer() as redis_server:

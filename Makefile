@@ -99,7 +99,7 @@ cluster-status: $(STAMP) ## Is the local control plane running?
 	$(CLUSTER) status
 
 .PHONY: demo
-demo: demo-intro $(STAMP) system-deps-kwok ## Plant a refused worker, run the operator, print the stored evidence (first run: builds the control plane from source, about 10 min)
+demo: demo-intro $(STAMP) system-deps-kwok ## Plant a refused worker, run the operator, print the stored evidence (first run: builds the control plane from source, about 10 to 15 min)
 	@tests/cluster/build.sh --for kwok >/dev/null
 	@$(PY) -m tests.support.demo
 
@@ -109,7 +109,7 @@ demo-intro:
 	@if tests/cluster/build.sh --for kwok --check >/dev/null; then \
 	  echo "make demo: about half a minute"; \
 	else \
-	  echo "make demo: the first run builds the control plane (Kubernetes, etcd, kwok) from source: about 10 min on 2 free cores, once (cached in $${AGENTIHOOKS_SWARM_CACHE:-~/.cache/agentihooks-swarm}); later runs take about half a minute"; \
+	  echo "make demo: the first run builds the control plane (Kubernetes, etcd, kwok) from source: about 10 to 15 min on 2 free cores, once (cached in $${AGENTIHOOKS_SWARM_CACHE:-~/.cache/agentihooks-swarm}); later runs take about half a minute"; \
 	fi
 
 .PHONY: run

@@ -115,7 +115,7 @@ total=${#wanted[@]}
 progress_begin "$cache_root/cluster-$key/build.log" "$total"
 # From the CPU time of cold builds here (18 and 23 CPU-minutes): a busy machine takes longer.
 if [ ! -x "$tmp/kube-apiserver" ] && [ "$for_what" = kwok ]; then
-  estimate="first run only: about 10 min on 2 free cores"
+  estimate="first run only: about 10 to 15 min on 2 free cores"
 elif [ ! -x "$tmp/kube-apiserver" ]; then
   estimate="first run only: about 12 min on 2 free cores"
 else

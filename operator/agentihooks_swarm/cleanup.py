@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
@@ -51,6 +52,21 @@ Delete = Callable[..., Awaitable[None]]
 
 class PassFailed(errors.SwarmError):
     """This pass stopped early on purpose (a failed log read, a Pod still terminating); retry later."""
+
+
+#: How long past its grace period an object that someone else deletes may take to go before the
+#: wait for it is reported as a stopped step (a finalizer, or a node that does not answer).
+OVERDUE_AFTER: Final = 10.0
+
+
+class Terminating(PassFailed):
+    """A pinned object is being deleted, not by this cleanup (launch removal, a user, a controller);
+    the pass waits for it to go. Within its grace period that is the normal course of a delete,
+    so ``overdue`` is False and the step waits quietly; past it, the wait is reported."""
+
+    def __init__(self, message: str, *, overdue: bool) -> None:
+        super().__init__(message)
+        self.overdue = overdue
 
 
 def counted(cause: causes.Cause, *, log_reads: int, since_first: float) -> bool:
@@ -123,7 +139,7 @@ class _Pass:
                 await self.save(before="saving the capture")
             if entry.sent:
                 return "deleted"  # Our delete is under way: it is never sent twice for a UID.
-            raise PassFailed(f"{kind} {entry.name} is being deleted by someone else; waiting for it to go")
+            raise terminating(kind=kind, name=entry.name, metadata=metadata, now=self.clock())
         # The capture and ``sent`` in one write, before the delete (the spec: saved, then sent).
         entry.sent = True
         await self.save(before="saving the capture and recording the delete as sent")
@@ -215,6 +231,24 @@ class _Pass:
             f"({LOG_READS} log reads failed: {error}; {causes.of(error).hint}).",
         )
         return capture
+
+
+def terminating(*, kind: Kind, name: str, metadata: dict[str, Any], now: datetime.datetime) -> Terminating:
+    """Why a pass waits for an object someone else is deleting, and whether that is overdue."""
+    ends = _parse(str(metadata.get("deletionTimestamp") or ""))
+    late = math.inf if ends is None else (now - ends).total_seconds()
+    if late <= OVERDUE_AFTER:
+        return Terminating(
+            f"{kind} {name} is being deleted, not by this cleanup; waiting for it to go", overdue=False
+        )
+    finalizers = metadata.get("finalizers") or []
+    held = f"; its finalizers {finalizers} may hold it" if finalizers else "; its node may not answer"
+    since = "after its grace period ended" if ends is None else f"{late:.0f} s after its grace period ended"
+    return Terminating(
+        f"{kind} {name} is being deleted, not by this cleanup, and is still there {since}{held}; "
+        "waiting for it to go",
+        overdue=True,
+    )
 
 
 def _parse(value: str | None) -> datetime.datetime | None:

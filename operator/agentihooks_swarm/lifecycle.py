@@ -59,6 +59,8 @@ SWARM_INVALID_RETRY: Final = 60.0
 FOREIGN_POD_RETRY: Final = 60.0
 #: Seconds before a write that lost a race with a newer version of the Execution is tried again.
 CONFLICT_RETRY: Final = 1.0
+#: Seconds between looks at a pinned object that someone else is deleting, within its grace period.
+TERMINATING_RETRY: Final = 2.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -402,21 +404,33 @@ class Lifecycle:
             )
             if progress.done:
                 await self._note_refusals(work, progress)
+        except cleanup.Terminating as e:
+            if e.overdue:
+                self._stopped_early(work, e)
+                return
+            # Launch removal's own delete, or a user's, still in its grace period: nothing failed.
+            logger.debug("A step of %s/%s waits: %s", tracked.namespace, tracked.name, e)
+            work.retry_after = TERMINATING_RETRY
+            return
         except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable, errors.StaleWrite) as e:
-            self.runtime.metrics.cleanup_failures.labels(error=type(e).__name__).inc()
-            if isinstance(e, errors.StoreUnavailable):
-                self.runtime.metrics.store_failures.labels(path="cleanup").inc()
-            logger.warning(
-                "A step of %s/%s stopped early; the next one retries: %s", tracked.namespace, tracked.name, e
-            )
-            status_.failed(work.patch, work.view, e)
-            if isinstance(e, errors.StaleWrite):
-                work.retry_after = CONFLICT_RETRY
+            self._stopped_early(work, e)
             return
         status_.progress(work.patch, work.view, progress)
         if progress.done:
             work.settled = True
             work.release = True
+
+    def _stopped_early(self, work: _Work, error: Exception) -> None:
+        tracked = work.tracked
+        self.runtime.metrics.cleanup_failures.labels(error=type(error).__name__).inc()
+        if isinstance(error, errors.StoreUnavailable):
+            self.runtime.metrics.store_failures.labels(path="cleanup").inc()
+        logger.warning(
+            "A step of %s/%s stopped early; the next one retries: %s", tracked.namespace, tracked.name, error
+        )
+        status_.failed(work.patch, work.view, error)
+        if isinstance(error, errors.StaleWrite):
+            work.retry_after = CONFLICT_RETRY
 
     async def _note_refusals(self, work: _Work, progress: model.Progress) -> None:
         """Count the attempt's refused Pods under their fingerprints (once each: a step that comes

@@ -3,6 +3,7 @@ and the real Redis: capture once, log_reads, every outcome, the retained move, t
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 from pathlib import Path
@@ -344,6 +345,46 @@ async def test_delete_that_reached_the_server_is_absent_after_send_on_the_next_p
     [entry] = (await retained_of(store, attempt))["removed"]["pods"]
     assert entry["outcome"] == "absent_after_send"
     assert fault_proxy.count(method="DELETE") == 1
+
+
+async def test_a_refused_pod_someone_else_deletes_is_captured_waited_for_quietly_and_never_deleted_again(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+) -> None:
+    """Launch removal's own delete looks the same to cleanup: a Pod with a deletionTimestamp whose
+    delete this cleanup never sent. A finalizer holds it here for as long as the test needs."""
+    attempt = attempt_for(namespace)
+    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    core = client.CoreV1Api(admin_api)
+    await core.patch_namespaced_pod(attempt.pod_name, namespace, {"metadata": {"finalizers": ["test/hold"]}})
+    await core.delete_namespaced_pod(attempt.pod_name, namespace, grace_period_seconds=30)
+    fault_proxy.reset_counts()
+    try:
+        async with runtime_for(proxy_kubeconfig) as runtime:
+            with pytest.raises(cleanup.Terminating, match="being deleted, not by this cleanup") as waiting:
+                await run_pass(runtime, store, attempt)
+            assert not waiting.value.overdue
+            journal = await journal_of(store, attempt)
+            assert journal is not None
+            [pinned] = journal["pinned"]["pods"]
+            assert pinned["uid"] == pod["metadata"]["uid"] and not pinned.get("sent")
+            assert pinned["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
+            await core.patch_namespaced_pod(attempt.pod_name, namespace, {"metadata": {"finalizers": None}})
+            await gone(admin_api, namespace, attempt.pod_name)
+            await run_pass(runtime, store, attempt)
+    finally:
+        with contextlib.suppress(client.ApiException):
+            await core.patch_namespaced_pod(attempt.pod_name, namespace, {"metadata": {"finalizers": None}})
+    assert fault_proxy.count(method="DELETE") == 0
+    assert fault_proxy.count(path=r".*/log$") == 1
+    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    assert entry["outcome"] == "absent"
+    assert entry["startup"]["containers"][0]["terminated"]["exitCode"] == 78
 
 
 class LosesLeadership:

@@ -29,6 +29,7 @@ from agentihooks_swarm import (
     store as store_,
     supervisor as supervisor_,
     swarms as swarms_,
+    worker_pods,
 )
 from agentihooks_swarm.kubernetes import api, diagnostics, event_index, informer, pods
 from agentihooks_swarm.workqueue import KeyedQueue
@@ -169,6 +170,13 @@ def build(
         archive_deadline_seconds=settings.archive_deadline_seconds,
         legacy_finalizers=legacy_finalizers,
     )
+    workers = informer.Informer(
+        name="worker pods",
+        source=client.worker_pods_listing(namespace=settings.namespace),
+        handler=worker_pods.WorkerPods(owners=table.named, wake=queue.add),
+        page=worker_pods.PAGE,
+        refused_hint="grant list and watch on pods; until then running workers are read on every resync",
+    )
     watches = (
         informer.Informer(
             name="executions",
@@ -178,6 +186,7 @@ def build(
             refused_hint="grant list and watch on executions.swarm.agentihooks.io",
         ),
         event_index.informer(client=client, index=index),
+        workers,
     )
     return App(
         settings=settings,
@@ -195,6 +204,8 @@ def build(
             metrics=metrics,
             holds=leader.holds,
             interval=settings.cleanup_interval_seconds,
+            parked_seconds=worker_pods.PARKED_ROUNDS * settings.cleanup_interval_seconds,
+            parking=lambda: workers.synced,
         ),
         informers=watches,
         supervisor=supervisor_.Supervisor(metrics=metrics),

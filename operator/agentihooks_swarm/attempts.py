@@ -132,7 +132,12 @@ async def _become_final(
             evidence = await diagnostics.evidence(pod, runtime.pods)
     if state is None:
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
-        return Progress(phase=Phase.of_pod(pod_phase), waiting_for=WORKER_RUNNING)
+        return Progress(
+            phase=Phase.of_pod(pod_phase),
+            waiting_for=WORKER_RUNNING,
+            # Not before every container started: a startup deadline may still need a step.
+            waits_for_pod=pod is not None and finals.started(pod),
+        )
     heartbeat = stored.heartbeat
     guard.check(before="recording the final record")
     final = await store.record_final(

@@ -203,6 +203,8 @@ class Executions:
         self.legacy_finalizers = legacy_finalizers
         self._clock = clock
         self._items: dict[str, Tracked] = {}
+        #: The UIDs tracked under each (namespace, name): a worker Pod names its Execution so.
+        self._named: dict[tuple[str, str], set[str]] = {}
         self._listed: set[str] | None = None
         #: A step may ask not to be made again before a time (a Swarm that is missing, a retry).
         self._not_before: dict[str, float] = {}
@@ -215,6 +217,11 @@ class Executions:
 
     def get(self, uid: str) -> Tracked | None:
         return self._items.get(uid)
+
+    def named(self, namespace: str, name: str) -> tuple[str, ...]:
+        """The UIDs of the tracked Executions with this name (two while an old one that was
+        deleted still cleans up and a new one took its name)."""
+        return tuple(self._named.get((namespace, name), ()))
 
     def __iter__(self) -> Iterator[Tracked]:
         return iter(list(self._items.values()))
@@ -278,6 +285,7 @@ class Executions:
             self.forget(uid)
             return
         self._items[uid] = tracked
+        self._named.setdefault((tracked.namespace, tracked.name), set()).add(uid)
         if _wakes(old, tracked):
             self.wake(uid)
 
@@ -292,8 +300,14 @@ class Executions:
         self.wake(uid)
 
     def forget(self, uid: str) -> None:
-        self._items.pop(uid, None)
+        tracked = self._items.pop(uid, None)
         self._not_before.pop(uid, None)
+        if tracked is not None:
+            key = (tracked.namespace, tracked.name)
+            uids = self._named.get(key, set())
+            uids.discard(uid)
+            if not uids:
+                self._named.pop(key, None)
 
 
 #: How long a failed delete of an expired Execution waits before it is tried again.

@@ -73,6 +73,8 @@ class Step:
     retry_after: float | None = None
     #: Nothing more to do: Done, Invalid until it changes, or gone.
     settled: bool = False
+    #: The worker runs: the next step may wait for a change of its Pod (see ``Progress``).
+    waits_for_pod: bool = False
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -85,6 +87,7 @@ class _Work:
     retry_after: float | None = None
     release: bool = False
     settled: bool = False
+    waits_for_pod: bool = False
 
     @property
     def view(self) -> dict[str, Any]:
@@ -123,7 +126,9 @@ class Lifecycle:
                 await self._write(work)
             raise
         after = await self._write(work)
-        return Step(after=after, retry_after=work.retry_after, settled=work.settled)
+        return Step(
+            after=after, retry_after=work.retry_after, settled=work.settled, waits_for_pod=work.waits_for_pod
+        )
 
     async def _act(self, work: _Work) -> None:
         tracked = work.tracked
@@ -416,6 +421,7 @@ class Lifecycle:
             self._stopped_early(work, e)
             return
         status_.progress(work.patch, work.view, progress)
+        work.waits_for_pod = progress.waits_for_pod
         if progress.done:
             work.settled = True
             work.release = True

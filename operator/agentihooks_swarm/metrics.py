@@ -159,7 +159,7 @@ class Metrics:
         self.task_restarts = prometheus_client.Counter(
             "agentihooks_swarm_task_restarts",
             "Background tasks that failed unexpectedly and were started again (or given up), by task.",
-            # task: leadership|watch executions|watch pod events|steps|resync|expiry|retention|kopf
+            # task: leadership|watch executions/pod events/worker pods|steps|resync|expiry|retention|kopf
             ["task"],
             registry=self.registry,
         )

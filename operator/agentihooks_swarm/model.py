@@ -130,6 +130,9 @@ class Progress:
     failure_class: str | None = None
     #: Once Done: every refused Pod of the attempt with its capture (launch record and retained).
     captures: tuple[Captured, ...] = ()
+    #: The worker has started and runs: only a change of its Pod (or an outcome it writes to Redis)
+    #: moves the attempt on, so the step may wait for the Pod watch instead of the next resync.
+    waits_for_pod: bool = False
 
     @property
     def done(self) -> bool:

@@ -7,6 +7,13 @@ one at a time, so one Execution's steps never overlap, and at most ``workers`` s
 (each holds API and Redis connections: unbounded, a burst of Executions queued thousands of
 requests behind the client's connection limits until they timed out). Only the leader steps: a
 standby drops what it is given, and catches up with a resync the moment it leads.
+
+An Execution whose worker has started and runs is *parked*: the resync skips it for
+``parked_seconds``, because the worker Pods' watch (:mod:`worker_pods`) wakes it the moment its
+Pod changes. Without parking, every resync read the Pod of every running worker, and with
+thousands in flight one round took longer than the interval: a worker that ended waited for the
+round to reach it. The parked resync stays for what a Pod change does not show (an outcome the
+worker wrote to Redis while it still runs).
 """
 
 from __future__ import annotations
@@ -37,6 +44,11 @@ class Reconciler:
     holds: Callable[[], bool]
     interval: float
     workers: int = WORKERS
+    #: How long the resync skips an Execution whose worker runs; 0 (no parking) without a watch
+    #: of the worker Pods to wake it.
+    parked_seconds: float = 0.0
+    #: Whether that watch is in sync now: a worker is parked only while its end would be seen.
+    parking: Callable[[], bool] = lambda: False
     #: The Executions queued by the last resync that have not been stepped since, and when it was.
     _round: set[str] = dataclasses.field(default_factory=set)
     _round_began: float = 0.0
@@ -82,6 +94,8 @@ class Reconciler:
             self.table.forget(uid)
         if step.retry_after is not None:
             self.table.defer(uid, seconds=step.retry_after)
+        elif step.waits_for_pod and self.parked_seconds > 0 and self.parking():
+            self.table.defer(uid, seconds=self.parked_seconds)
         self.metrics.steps.labels(result="done" if step.settled else "progress").inc()
         return step
 

@@ -24,7 +24,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 
 from agentihooks_swarm import errors
-from agentihooks_swarm.kubernetes import logs
+from agentihooks_swarm.kubernetes import labels, logs
 
 #: The log read: the container's last 200 lines, at most 64 KiB, with timestamps.
 LOG_TAIL_LINES: Final = 200
@@ -247,6 +247,16 @@ class PodClient:
             what=f"pod events {namespace or 'everywhere'}",
         )
 
+    def worker_pods_listing(self, *, namespace: str | None) -> Listing:
+        """Every worker Pod (it carries the execution label), in one namespace or all."""
+        return Listing(
+            client=self,
+            path=self._core_path(namespace, "pods"),
+            field_selector="",
+            label_selector=labels.EXECUTION,
+            what=f"worker pods {namespace or 'everywhere'}",
+        )
+
     def custom_listing(self, *, namespace: str | None, plural: str) -> Listing:
         """Every custom object of a kind, in one namespace or all, for an informer."""
         return Listing(
@@ -262,18 +272,28 @@ class PodClient:
 
     @contextlib.asynccontextmanager
     async def _watching(
-        self, path: str, *, field_selector: str, version: str, seconds: int, what: str
+        self,
+        path: str,
+        *,
+        field_selector: str,
+        version: str,
+        seconds: int,
+        what: str,
+        label_selector: str = "",
     ) -> AsyncIterator[AsyncIterator[Object]]:
+        query = [
+            ("watch", "1"),
+            ("fieldSelector", field_selector),
+            ("resourceVersion", version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         response = await self._request(
             "GET",
             path,
-            query=[
-                ("watch", "1"),
-                ("fieldSelector", field_selector),
-                ("resourceVersion", version),
-                ("allowWatchBookmarks", "true"),
-                ("timeoutSeconds", str(seconds)),
-            ],
+            query=query,
             timeout_seconds=seconds + self._timeout,
             what=what,
         )
@@ -466,19 +486,32 @@ class PodClient:
         scope = f"/namespaces/{namespace}" if namespace else ""
         return f"/apis/swarm.agentihooks.io/v1alpha1{scope}/{plural}" + (f"/{name}" if name else "")
 
-    async def _page(self, path: str, *, field_selector: str, limit: int, cont: str, what: str) -> Object:
+    async def _page(
+        self, path: str, *, field_selector: str, limit: int, cont: str, what: str, label_selector: str = ""
+    ) -> Object:
         """One page of a list (``items``, and ``metadata.continue`` / ``resourceVersion``)."""
         query = [("fieldSelector", field_selector), ("limit", str(limit))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         if cont:
             query.append(("continue", cont))
         return await self._json("GET", path, query=query, what=what)
 
-    async def _pages(self, path: str, *, field_selector: str, limit: int, what: str) -> AsyncIterator[Object]:
+    async def _pages(
+        self, path: str, *, field_selector: str, limit: int, what: str, label_selector: str = ""
+    ) -> AsyncIterator[Object]:
         """Every page of a list, in order (each with ``items`` and ``metadata``); one page is held at
         a time: the caller's, until it asks for the next."""
         cont = ""
         while True:
-            page = await self._page(path, field_selector=field_selector, limit=limit, cont=cont, what=what)
+            page = await self._page(
+                path,
+                field_selector=field_selector,
+                label_selector=label_selector,
+                limit=limit,
+                cont=cont,
+                what=what,
+            )
             cont = str((page.get("metadata") or {}).get("continue") or "")
             yield page
             del page
@@ -569,10 +602,15 @@ class Listing:
     path: str
     field_selector: str
     what: str
+    label_selector: str = ""
 
     def pages(self, *, limit: int) -> AsyncIterator[Object]:
         return self.client._pages(
-            self.path, field_selector=self.field_selector, limit=limit, what=f"list {self.what}"
+            self.path,
+            field_selector=self.field_selector,
+            label_selector=self.label_selector,
+            limit=limit,
+            what=f"list {self.what}",
         )
 
     def watching(
@@ -583,6 +621,7 @@ class Listing:
         return self.client._watching(
             self.path,
             field_selector=self.field_selector,
+            label_selector=self.label_selector,
             version=version,
             seconds=seconds,
             what=f"watch {self.what}",

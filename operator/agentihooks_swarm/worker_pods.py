@@ -1,0 +1,124 @@
+"""The worker Pods, watched: a change of an Execution's worker wakes its step at once.
+
+An attempt whose worker runs is moved on by a change of its Pod (it ends, fails, is deleted). The
+resync used to find that change by reading the Pod of every running worker on every round, and
+with thousands in flight a round took longer than its interval: a worker that had ended waited
+for the round to reach it, and the reads took the capacity new Executions needed. With this
+watch, a step that finds its worker running is parked (``Reconciler.parked_seconds``) and the
+change wakes it.
+
+:class:`WorkerPods` is the informer's handler for every Pod with the execution label. Of each it
+keeps only what a step judges (:func:`digest`, a few short strings), and it wakes the Executions
+that the Pod's namespace and execution label name, through ``owners`` (the Executions' table):
+
+* a Pod whose digest changed (a watch event, or a list after the watch lost its place);
+* a Pod that was deleted, or that a new list no longer shows.
+
+A Pod that is new to the table wakes nothing when it comes from the watch (the launch that
+created it has just stepped), and wakes its Execution when it comes from a later list (it may
+have changed while nobody watched). The first list wakes nothing: the operator's first resync
+steps everything. The step reads the Pod itself: the digest only decides when to look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from agentihooks_swarm.kubernetes import labels
+
+#: Pods listed per request when the watch (re)lists.
+PAGE: Final = 500
+#: A parked Execution is stepped by every this many resyncs (not every one): what a Pod change
+#: does not show, an outcome a worker wrote to Redis while it still runs, waits at most that long.
+PARKED_ROUNDS: Final = 6
+
+#: What a step judges of a Pod: its UID, phase, whether it is being deleted, and each container's
+#: state (``waiting``, ``running`` or ``terminated``) with its restart count.
+Digest = tuple[str, str, bool, tuple[tuple[str, str, int], ...]]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def digest(body: Mapping[str, Any]) -> Digest:
+    metadata = _mapping(body.get("metadata"))
+    status = _mapping(body.get("status"))
+    containers: list[tuple[str, str, int]] = []
+    for field in ("initContainerStatuses", "containerStatuses"):
+        found = status.get(field)
+        for item in found if isinstance(found, list) else []:
+            item = _mapping(item)
+            state = next(iter(_mapping(item.get("state"))), "")
+            restarts = item.get("restartCount")
+            containers.append(
+                (str(item.get("name") or ""), str(state), restarts if isinstance(restarts, int) else 0)
+            )
+    return (
+        str(metadata.get("uid") or ""),
+        str(status.get("phase") or ""),
+        bool(metadata.get("deletionTimestamp")),
+        tuple(containers),
+    )
+
+
+class WorkerPods:
+    """Worker Pods by namespace and name, as digests: an informer's handler that wakes steps."""
+
+    def __init__(self, *, owners: Callable[[str, str], Iterable[str]], wake: Callable[[str], None]) -> None:
+        self._owners = owners
+        self._wake = wake
+        #: Per Pod (namespace, name): its execution label and digest.
+        self._pods: dict[tuple[str, str], tuple[str, Digest]] = {}
+        self._listed: set[tuple[str, str]] | None = None
+        self._lists = 0
+        #: Wakes sent (for the log and tests).
+        self.woken = 0
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def _wake_owners(self, namespace: str, execution: str) -> None:
+        for uid in self._owners(namespace, execution):
+            self.woken += 1
+            self._wake(uid)
+
+    # --- informer.Handler ---------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self._listed = set()
+
+    def apply(self, kind: str | None, body: Mapping[str, Any]) -> None:
+        metadata = _mapping(body.get("metadata"))
+        key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        execution = str(_mapping(metadata.get("labels")).get(labels.EXECUTION) or "")
+        if not key[1] or not execution:
+            return
+        old = self._pods.get(key)
+        if kind == "DELETED":
+            self._pods.pop(key, None)
+            self._wake_owners(key[0], execution)
+            return
+        if kind is None and self._listed is not None:
+            self._listed.add(key)
+        new = (execution, digest(body))
+        self._pods[key] = new
+        if old is None:
+            if kind is None and self._lists > 0:
+                self._wake_owners(key[0], execution)
+            return
+        if old != new:
+            self._wake_owners(key[0], execution)
+            if old[0] != execution:
+                self._wake_owners(key[0], old[0])
+
+    def end(self) -> None:
+        listed, self._listed = self._listed or set(), None
+        for key in [k for k in self._pods if k not in listed]:
+            execution, _ = self._pods.pop(key)
+            self._wake_owners(key[0], execution)
+        self._lists += 1
+
+    def needs_relist(self) -> bool:
+        return False

@@ -117,7 +117,7 @@ class Reconciler:
             self._round, self._round_size = set(due), len(due)
             self._round_began = asyncio.get_running_loop().time()
         for uid in due:
-            self.queue.add(uid)
+            self.queue.add(uid, later=True)
         self.metrics.queue_depth.set(len(self.queue))
         self.metrics.executions_tracked.set(len(self.table))
 

@@ -62,3 +62,52 @@ async def test_two_workers_never_hold_one_key() -> None:
     await asyncio.gather(*workers, return_exceptions=True)
     assert overlaps == []
     assert set(steps) == set(range(5)) and len(steps) >= 5
+
+
+async def test_keys_added_at_once_are_handed_out_before_the_sweeps_keys() -> None:
+    queue: KeyedQueue[str] = KeyedQueue()
+    for key in ("s1", "s2", "s3"):
+        queue.add(key, later=True)
+    queue.add("new")
+    queue.add("s2")  # Waiting later, now wanted at once: moves ahead, once.
+    assert len(queue) == 4
+    assert [await queue.get() for _ in range(4)] == ["new", "s2", "s1", "s3"]
+    assert len(queue) == 0
+
+
+async def test_a_key_added_later_while_it_waits_at_once_keeps_its_place() -> None:
+    queue: KeyedQueue[str] = KeyedQueue()
+    queue.add("s1", later=True)
+    queue.add("a")
+    queue.add("a", later=True)
+    assert [await queue.get(), await queue.get()] == ["a", "s1"]
+
+
+async def test_a_key_added_during_its_step_comes_again_at_the_priority_it_was_added_with() -> None:
+    queue: KeyedQueue[str] = KeyedQueue()
+    queue.add("a")
+    queue.add("b")
+    a, b = await queue.get(), await queue.get()
+    queue.add("a", later=True)  # The sweep, during a's step.
+    queue.add("b", later=True)
+    queue.add("b")  # And a watch, during b's step.
+    queue.add("c", later=True)
+    queue.done(a)
+    queue.done(b)
+    assert [await queue.get() for _ in range(3)] == ["b", "c", "a"]
+
+
+async def test_a_key_moved_ahead_and_taken_then_swept_again_is_handed_out_once() -> None:
+    queue: KeyedQueue[str] = KeyedQueue()
+    queue.add("a", later=True)
+    queue.add("a")
+    assert await queue.get() == "a"
+    queue.done("a")
+    queue.add("a", later=True)  # Its old place in the sweep is still in the deque.
+    queue.add("b", later=True)
+    assert [await queue.get(), await queue.get()] == ["a", "b"]
+    assert len(queue) == 0
+    waiting = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()  # Nothing left to hand out: the stale place is not a key.
+    waiting.cancel()

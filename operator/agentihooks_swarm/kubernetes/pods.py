@@ -12,12 +12,14 @@ The log limits are fixed by the spec and have no setting.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import contextlib
 import dataclasses
 import datetime
 import json
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Final
 
 import aiohttp
@@ -78,12 +80,43 @@ def _reading(what: str, *, stalled: str = "the answer did not arrive in time") -
         raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
 
 
-class PodClient:
-    """The operator's Kubernetes API calls for one namespace's workers (and their swarm objects)."""
+#: The longest a ``429 Too Many Requests`` holds back the client's next requests, whatever its
+#: ``Retry-After`` says (a Lease renewal waits too), and the hold when it says nothing.
+HOLD_CAP_SECONDS: Final = 5.0
+HOLD_DEFAULT_SECONDS: Final = 1.0
 
-    def __init__(self, *, api: k8s.ApiClient, timeout: float) -> None:
+
+def retry_after(headers: Mapping[str, str]) -> float:
+    """The seconds a 429 asks the client to wait (``Retry-After``, in seconds), within the cap."""
+    try:
+        asked = float(headers.get("Retry-After") or HOLD_DEFAULT_SECONDS)
+    except ValueError:
+        asked = HOLD_DEFAULT_SECONDS
+    return min(max(asked, 0.0), HOLD_CAP_SECONDS)
+
+
+class PodClient:
+    """The operator's Kubernetes API calls for one namespace's workers (and their swarm objects).
+
+    A ``429 Too Many Requests`` holds back every later request of this client for the seconds its
+    ``Retry-After`` asks (as client-go does): the API server sheds load, and the 32 steps at once
+    would otherwise each fail fast and try the next Execution, sending hundreds of requests a
+    second into the overload. The request that was answered 429 still fails (ApiUnavailable).
+    """
+
+    def __init__(
+        self, *, api: k8s.ApiClient, timeout: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._api = api
         self._timeout = timeout
+        self._clock = clock
+        #: No request is sent before this time (a 429's Retry-After).
+        self._held_until = 0.0
+
+    async def _hold(self) -> None:
+        wait = self._held_until - self._clock()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
     async def _request(
         self,
@@ -100,6 +133,7 @@ class PodClient:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+        await self._hold()
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
@@ -116,6 +150,8 @@ class PodClient:
         except (aiohttp.ClientError, OSError) as e:
             raise errors.ApiUnavailable(f"{what}: {type(e).__name__}: {errors.trim(str(e))}") from e
         if not 200 <= response.status <= 299:
+            if response.status == 429:
+                self._held_until = max(self._held_until, self._clock() + retry_after(response.headers))
             try:
                 payload = await response.read()
             except (aiohttp.ClientError, TimeoutError, OSError):

@@ -23,6 +23,7 @@ from agentihooks_swarm import (
     lifecycle,
     metrics as metrics_,
     model,
+    orphans,
     reconciler as reconciler_,
     retention,
     settings as settings_,
@@ -170,10 +171,11 @@ def build(
         archive_deadline_seconds=settings.archive_deadline_seconds,
         legacy_finalizers=legacy_finalizers,
     )
+    pods_table = worker_pods.WorkerPods(owners=table.named, wake=queue.add)
     workers = informer.Informer(
         name="worker pods",
         source=client.worker_pods_listing(namespace=settings.namespace),
-        handler=worker_pods.WorkerPods(owners=table.named, wake=queue.add),
+        handler=pods_table,
         page=worker_pods.PAGE,
         refused_hint="grant list and watch on pods; until then running workers are read on every resync",
     )
@@ -206,6 +208,9 @@ def build(
             interval=settings.cleanup_interval_seconds,
             parked_seconds=worker_pods.PARKED_ROUNDS * settings.cleanup_interval_seconds,
             parking=lambda: workers.synced,
+            adopt=orphans.Orphans(
+                workers=pods_table, table=table, store=store, client=client, wake=queue.add
+            ).adopt,
         ),
         informers=watches,
         supervisor=supervisor_.Supervisor(metrics=metrics),

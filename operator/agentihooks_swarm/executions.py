@@ -299,6 +299,12 @@ class Executions:
         self._items[uid] = gone
         self.wake(uid)
 
+    def adopt(self, tracked: Tracked) -> None:
+        """Track an Execution that is gone but whose attempt may still need cleanup (found again
+        after a restart: :mod:`orphans`); its steps run as for one deleted while tracked."""
+        self._items[tracked.uid] = tracked
+        self._named.setdefault((tracked.namespace, tracked.name), set()).add(tracked.uid)
+
     def forget(self, uid: str) -> None:
         tracked = self._items.pop(uid, None)
         self._not_before.pop(uid, None)

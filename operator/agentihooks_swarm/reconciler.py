@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from agentihooks_swarm import errors, executions as executions_, lifecycle as lifecycle_, metrics as metrics_
@@ -49,6 +49,8 @@ class Reconciler:
     parked_seconds: float = 0.0
     #: Whether that watch is in sync now: a worker is parked only while its end would be seen.
     parking: Callable[[], bool] = lambda: False
+    #: Before each resync: find attempts whose Execution vanished unwatched (:mod:`orphans`).
+    adopt: Callable[[], Awaitable[int]] | None = None
     #: The Executions queued by the last resync that have not been stepped since, and when it was.
     _round: set[str] = dataclasses.field(default_factory=set)
     _round_began: float = 0.0
@@ -126,4 +128,6 @@ class Reconciler:
         while True:
             await asyncio.sleep(self.interval)
             if self.holds():
+                if self.adopt is not None:
+                    await self.adopt()
                 self.resync_now()

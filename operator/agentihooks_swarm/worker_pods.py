@@ -22,6 +22,7 @@ steps everything. The step reads the Pod itself: the digest only decides when to
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -63,14 +64,26 @@ def digest(body: Mapping[str, Any]) -> Digest:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkerPod:
+    """What the table keeps of one worker Pod."""
+
+    namespace: str
+    name: str
+    #: Its labels: the execution it was launched for, the controller owner, the generation.
+    execution: str
+    owner: str
+    generation: str
+    digest: Digest
+
+
 class WorkerPods:
     """Worker Pods by namespace and name, as digests: an informer's handler that wakes steps."""
 
     def __init__(self, *, owners: Callable[[str, str], Iterable[str]], wake: Callable[[str], None]) -> None:
         self._owners = owners
         self._wake = wake
-        #: Per Pod (namespace, name): its execution label and digest.
-        self._pods: dict[tuple[str, str], tuple[str, Digest]] = {}
+        self._pods: dict[tuple[str, str], WorkerPod] = {}
         self._listed: set[tuple[str, str]] | None = None
         self._lists = 0
         #: Wakes sent (for the log and tests).
@@ -78,6 +91,12 @@ class WorkerPods:
 
     def __len__(self) -> int:
         return len(self._pods)
+
+    def unowned(self) -> list[WorkerPod]:
+        """The Pods whose execution label names no Execution the table of Executions tracks: a
+        Done one's (cleanup deleted ours, so these are replaced, relabelled or foreign Pods), or
+        one that vanished while no replica watched it (see :mod:`orphans`)."""
+        return [p for p in self._pods.values() if not tuple(self._owners(p.namespace, p.execution))]
 
     def _wake_owners(self, namespace: str, execution: str) -> None:
         for uid in self._owners(namespace, execution):
@@ -92,7 +111,8 @@ class WorkerPods:
     def apply(self, kind: str | None, body: Mapping[str, Any]) -> None:
         metadata = _mapping(body.get("metadata"))
         key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
-        execution = str(_mapping(metadata.get("labels")).get(labels.EXECUTION) or "")
+        found = _mapping(metadata.get("labels"))
+        execution = str(found.get(labels.EXECUTION) or "")
         if not key[1] or not execution:
             return
         old = self._pods.get(key)
@@ -102,22 +122,28 @@ class WorkerPods:
             return
         if kind is None and self._listed is not None:
             self._listed.add(key)
-        new = (execution, digest(body))
+        new = WorkerPod(
+            namespace=key[0],
+            name=key[1],
+            execution=execution,
+            owner=str(found.get(labels.OWNER) or ""),
+            generation=str(found.get(labels.GENERATION) or ""),
+            digest=digest(body),
+        )
         self._pods[key] = new
         if old is None:
             if kind is None and self._lists > 0:
                 self._wake_owners(key[0], execution)
             return
-        if old != new:
+        if (old.execution, old.digest) != (new.execution, new.digest):
             self._wake_owners(key[0], execution)
-            if old[0] != execution:
-                self._wake_owners(key[0], old[0])
+            if old.execution != execution:
+                self._wake_owners(key[0], old.execution)
 
     def end(self) -> None:
         listed, self._listed = self._listed or set(), None
         for key in [k for k in self._pods if k not in listed]:
-            execution, _ = self._pods.pop(key)
-            self._wake_owners(key[0], execution)
+            self._wake_owners(key[0], self._pods.pop(key).execution)
         self._lists += 1
 
     def needs_relist(self) -> bool:

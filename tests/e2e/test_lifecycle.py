@@ -382,6 +382,63 @@ async def test_an_execution_deleted_before_its_hand_was_written_still_has_its_wo
     assert await journal_entries(redis_url) == {}
 
 
+async def test_an_execution_that_vanished_while_no_operator_watched_still_has_its_worker_cleaned_up(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    """The soak found it: a delete that read the Execution just before its finalizer was added
+    deleted it just after (the API server decides on its read; etcd's history showed the object go
+    from "finalizer added" to deleted), and the operator that saw it go was restarted before its
+    cleanup ended. Here its finalizer is removed by hand while no operator runs; the next operator
+    finds the worker Pod, asks Redis whose it was, and cleans up (capture first)."""
+    name = "vanished"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    await pods.plant_log(
+        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
+    )
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    behaviour = pods.protocol_annotations(phase="Running")
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+    async def handed() -> bool:
+        found = await helpers.execution(admin_api, namespace=namespace, name=name)
+        return ((found.get("status") or {}).get("hand") or {}).get("handed") is True
+
+    await helpers.eventually(handed, what=f"{name} handed", operator=process, timeout=60)
+    process.stop()
+    await helpers.merge_patch(
+        admin_api,
+        namespace=namespace,
+        plural="executions",
+        name=name,
+        body={"metadata": {"finalizers": None}},
+    )
+    await delete_execution(admin_api, namespace, name)
+    assert name not in await executions_left(admin_api, namespace)
+    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
+
+    successor = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+
+    async def cleaned_up() -> bool:
+        return await worker_pods(admin_api, namespace) == []
+
+    await helpers.eventually(
+        cleaned_up, what="the orphaned worker cleaned up", operator=successor, timeout=90
+    )
+    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
+    assert retained["final"]["state"] == "cancelled"
+    assert await journal_entries(redis_url) == {}
+    assert (
+        f"Execution {namespace}/{name}" in successor.log()
+        and "is gone, but its worker pod" in successor.log()
+    )
+
+
 async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_deleted_unseen(
     admin_api: client.ApiClient,
     control_plane: ControlPlane,

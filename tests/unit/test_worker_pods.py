@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agentihooks_swarm import executions, worker_pods
 from agentihooks_swarm.kubernetes import labels
 
@@ -147,3 +149,27 @@ def test_the_executions_table_names_each_tracked_execution_until_it_is_forgotten
     assert table.named("ns", "e-1") == ("u2",)
     table.forget("u2")
     assert table.named("ns", "e-1") == ()
+
+
+def test_the_pods_no_tracked_execution_names_are_unowned_with_their_attempt_labels() -> None:
+    woken = Woken({("ns", "e-1"): ("u1",)})
+    table = woken.table()
+    orphan = pod(name="swarm-worker-e-2-1", execution="e-2", uid="p2")
+    orphan["metadata"]["labels"].update({labels.OWNER: labels.owner("demo"), labels.GENERATION: "1"})
+    listed(table, pod(), orphan)
+    [found] = table.unowned()
+    assert (found.namespace, found.name, found.execution, found.generation) == (
+        "ns",
+        "swarm-worker-e-2-1",
+        "e-2",
+        "1",
+    )
+    assert labels.slug_of(found.owner) == "demo"
+
+
+@pytest.mark.parametrize(
+    ("value", "slug"),
+    [(labels.owner("demo"), "demo"), (labels.owner(""), None), ("someone-else-demo", None), ("", None)],
+)
+def test_the_slug_of_an_owner_label_is_only_one_this_operator_sets(value: str, slug: str | None) -> None:
+    assert labels.slug_of(value) == slug

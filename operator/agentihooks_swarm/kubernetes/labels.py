@@ -27,6 +27,13 @@ def owner(slug: str) -> str:
     return f"agentihooks-swarm-{slug}"
 
 
+def slug_of(owner_value: str) -> str | None:
+    """The swarm slug of a controller-owner label value (None: not one this operator sets)."""
+    prefix = owner("")
+    slug = owner_value.removeprefix(prefix)
+    return slug if owner_value.startswith(prefix) and slug else None
+
+
 def attempt(*, slug: str, execution: str, generation: int) -> dict[str, str]:
     """The three labels that tie an object to one attempt."""
     return {OWNER: owner(slug), EXECUTION: execution, GENERATION: str(generation)}

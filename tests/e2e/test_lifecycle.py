@@ -36,6 +36,15 @@ def marker(execution: str) -> bytes:
     return f"worker {execution} refused: its own words\n".encode()
 
 
+async def plant_marker(cluster: ControlPlane, *, namespace: str, execution: str) -> str:
+    """Plant the worker log carrying ``execution``'s marker for its first worker Pod; its name."""
+    pod = labels.worker_pod_name(execution=execution, generation=1)
+    await pods.plant_log(
+        cluster=cluster, namespace=namespace, pod=pod, container="worker", content=marker(execution)
+    )
+    return pod
+
+
 async def executions_left(api: client.ApiClient, namespace: str) -> list[str]:
     listed = await client.CustomObjectsApi(api).list_namespaced_custom_object(
         "swarm.agentihooks.io", "v1alpha1", namespace, "executions"
@@ -104,10 +113,7 @@ async def test_an_execution_deleted_while_its_pod_is_captured_keeps_one_capture_
     fault_proxy_kubeconfig: Path,
 ) -> None:
     name = "deleted-mid-capture"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="2s")
     log_path = rf"/api/v1/namespaces/{namespace}/pods/{pod}/log"
     # The first log read of the worker is answered 2.5 s late (within the operator's 3 s API
@@ -248,10 +254,7 @@ async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgot
     outcome: str,
 ) -> None:
     name = f"again-{outcome}"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
@@ -318,10 +321,7 @@ async def test_kopf_run_hosts_the_same_operator(
     """``kopf run -m agentihooks_swarm.handlers``: kopf's CLI hosts the operator; a refused worker
     is captured and cleaned up as with ``python -m agentihooks_swarm run``."""
     name = "hosted"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, via_kopf=True)
     await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
@@ -351,10 +351,7 @@ async def test_an_execution_deleted_before_its_hand_was_written_still_has_its_wo
     records its hand could not be written, and the Execution was deleted; its delete handler saw no
     hand and let it go, and the worker was left. The name's claim says a launch may have begun."""
     name = "deleted-unrecorded"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
     status_path = rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions/{name}/status"
     threaded_fault_proxy.fail(status=500, method="PATCH", path=status_path, times=None)
@@ -395,10 +392,7 @@ async def test_an_execution_that_vanished_while_no_operator_watched_still_has_it
     cleanup ended. Here its finalizer is removed by hand while no operator runs; the next operator
     finds the worker Pod, asks Redis whose it was, and cleans up (capture first)."""
     name = "vanished"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     behaviour = pods.protocol_annotations(phase="Running")
     await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
@@ -453,10 +447,7 @@ async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_de
     sent for the Pod as read, removed a refused Pod without its capture. The delete now names the
     resourceVersion it judged, so a Pod that changed is read and judged again."""
     name = "failed-after-read"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
     running = pods.protocol_annotations(phase="Running")
     await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
@@ -507,10 +498,7 @@ async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judg
     was on its way, and the delete removed a failed Pod with no capture. The delete now names the
     resourceVersion it judged, so the Pod that changed is read, captured and then deleted."""
     name = "fails-during-removal"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     planted: Any = pods.worker_pod(
         name=pod,
         namespace=namespace,
@@ -563,10 +551,7 @@ async def test_a_launch_whose_status_was_not_written_goes_on_from_its_recorded_h
     launched a second worker, which was never cleaned up (the attempt was already retained). The
     next step now goes on from the hand recorded in Redis."""
     name = "unwritten-status"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
     status_path = rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions/{name}/status"
     # Every status patch fails until the attempt is over (refused at the hand: launched, captured,

@@ -12,21 +12,19 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from agentihooks_swarm.kubernetes import labels
 from tests.e2e import helpers
-from tests.e2e.test_lifecycle import assert_one_capture_of_its_own, fail_worker, marker, worker_pods
+from tests.e2e.test_cleanup_flow import status_of, wait_done
+from tests.e2e.test_lifecycle import (
+    SLUG,
+    assert_one_capture_of_its_own,
+    fail_worker,
+    plant_marker,
+    worker_pods,
+)
 from tests.support import builders, pods
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.proxy import FaultProxy
-
-SLUG = "life"
-
-
-async def phase_of(api: client.ApiClient, namespace: str, name: str) -> str | None:
-    found = await helpers.execution(api, namespace=namespace, name=name)
-    phase = (found.get("status") or {}).get("phase")
-    return phase if isinstance(phase, str) else None
 
 
 async def test_a_worker_that_fails_is_captured_and_done_with_no_resync(
@@ -38,10 +36,7 @@ async def test_a_worker_that_fails_is_captured_and_done_with_no_resync(
 ) -> None:
     """The resync is an hour away: only the worker Pods' watch can tell the operator it failed."""
     name = "woken"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="4s")
     process = operator(
         kubeconfig=control_plane.kubeconfig,
@@ -51,10 +46,7 @@ async def test_a_worker_that_fails_is_captured_and_done_with_no_resync(
     await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
     await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
-    async def done() -> bool:
-        return await phase_of(admin_api, namespace, name) == "Done"
-
-    await helpers.eventually(done, what=f"{name} Done", operator=process, timeout=90)
+    await wait_done(admin_api, namespace, name, process, timeout=90)
     retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     assert await worker_pods(admin_api, namespace) == []
@@ -72,10 +64,7 @@ async def test_a_running_worker_is_parked_and_its_end_wakes_it(
     """With a resync every 0.5 s, a running worker's Pod was read twice a second; parked, it is
     read by every sixth resync (3 s), and its failure is acted on at once."""
     name = "parked"
-    pod = labels.worker_pod_name(execution=name, generation=1)
-    await pods.plant_log(
-        cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=marker(name)
-    )
+    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Running")
     process = operator(
         kubeconfig=fault_proxy_kubeconfig,
@@ -87,10 +76,9 @@ async def test_a_running_worker_is_parked_and_its_end_wakes_it(
     read = rf"/api/v1/namespaces/{namespace}/pods/{pod}"
 
     async def running_and_read() -> bool:
-        return (
-            await phase_of(admin_api, namespace, name) == "Running"
-            and threaded_fault_proxy.count(method="GET", path=read) >= 1
-        )
+        return (await status_of(admin_api, namespace, name)).get(
+            "phase"
+        ) == "Running" and threaded_fault_proxy.count(method="GET", path=read) >= 1
 
     await helpers.eventually(running_and_read, what=f"{name} Running", operator=process, timeout=60)
     await asyncio.sleep(1)  # The step that found it running has parked it.
@@ -101,9 +89,6 @@ async def test_a_running_worker_is_parked_and_its_end_wakes_it(
 
     await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
 
-    async def done() -> bool:
-        return await phase_of(admin_api, namespace, name) == "Done"
-
-    await helpers.eventually(done, what=f"{name} Done", operator=process, timeout=60)
+    await wait_done(admin_api, namespace, name, process)
     retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)

@@ -23,6 +23,7 @@ from typing import Any
 import redis
 import redis.sentinel
 
+from tests.soak.checker.observe import not_a_primary
 from tests.support.redis_sentinel import MASTER, Sentinel
 from tests.support.redis_server import RedisServer, RedisServerError
 
@@ -114,6 +115,31 @@ class SentinelSet:
         primary = self.primary()
         return [s for s in self.servers if s is not primary]
 
+    def agreed_primary(self, *, timeout: float = 2.0) -> redis.Redis:
+        """A client of the primary most Sentinels name, once that server answers as a primary with
+        a replica linked; else ``redis.exceptions.ConnectionError`` (ask again later).
+
+        Not :meth:`client`'s redis-py Sentinel client: it reads from the primary the first
+        Sentinel to answer names. A primary killed and started again after its failover comes back
+        as a primary of its own, with what its AOF held, until the Sentinels make it a replica
+        some seconds later; a read there misses what the real primary holds.
+        """
+        port = self.primary_port()
+        if port is None:
+            raise redis.exceptions.ConnectionError(f"no Sentinel names a primary: {self.describe()}")
+        client = redis.Redis(
+            port=port, socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True
+        )
+        try:
+            found = not_a_primary(client.execute_command("ROLE"))  # type: ignore[no-untyped-call]
+        except BaseException:
+            client.close()
+            raise
+        if found:
+            client.close()
+            raise redis.exceptions.ConnectionError(f"port {port}, which most Sentinels name, is {found}")
+        return client
+
     def client(self, *, timeout: float = 2.0) -> redis.Redis:
         """A client of the current primary, found through the Sentinels (as the operator finds it)."""
         sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
@@ -128,7 +154,7 @@ class SentinelSet:
 
     def wait_settled(self, *, timeout: float, replicas: int = 2) -> None:
         """Wait until every server runs and the Sentinels name a primary that answers as one,
-        with ``replicas`` replicas linked to it. A Redis fault returns once one is linked
+        with ``replicas`` replicas in sync (:meth:`settled`). A Redis fault returns once one is
         (``REDIS_MIN_REPLICAS=1`` can be met): a returning old primary is made a replica by the
         Sentinels some seconds later (they wait 8 s before they convert it), meanwhile."""
         deadline = time.monotonic() + timeout
@@ -139,6 +165,10 @@ class SentinelSet:
         raise RedisServerError(f"the Sentinel set did not settle within {timeout}s: {self.describe()}")
 
     def settled(self, *, replicas: int = 2) -> bool:
+        """Every server runs, and the primary the Sentinels name has ``replicas`` replicas in
+        sync: ``online``, the ones a ``WAIT`` counts and a failover can promote with everything
+        the primary acknowledged. A replica still loading the primary's data is linked (counted
+        in ``connected_slaves``) but holds its old data until it is done."""
         primary = self.primary()
         if primary is None or not all(s.running for s in self.servers):
             return False
@@ -146,7 +176,12 @@ class SentinelSet:
             info = redis.Redis(port=primary.port, socket_timeout=2).info("replication")
         except redis.exceptions.RedisError:
             return False
-        return info.get("role") == "master" and int(info.get("connected_slaves", 0)) >= replicas
+        online = [
+            value
+            for name, value in info.items()
+            if name.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+        ]
+        return info.get("role") == "master" and len(online) >= replicas
 
     def describe(self) -> str:
         parts = []

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -116,6 +119,17 @@ class Replica:
             self._exit_code()
             self._start()
             return True
+
+    def pause(self) -> None:
+        """SIGSTOP the process, if it runs: it does nothing more until :meth:`resume`."""
+        with self.lock:
+            if self.pid is not None:
+                os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with self.lock:
+            if self.pid is not None:
+                os.kill(self.pid, signal.SIGCONT)
 
     def died(self) -> bool:
         """It is not running and no fault stopped it: it exited by itself."""
@@ -242,6 +256,17 @@ class Rig:
             if replica.pid is not None and holder == f"{socket.gethostname()}-{replica.pid}":
                 return replica
         return None
+
+    @contextlib.contextmanager
+    def operators_paused(self) -> Iterator[None]:
+        """Every operator stopped where it is (SIGSTOP) for the block, and let go after it."""
+        try:
+            for replica in self.replicas.values():
+                replica.pause()
+            yield
+        finally:
+            for replica in self.replicas.values():
+                replica.resume()
 
     def lives(self) -> list[OperatorLife]:
         return [life for replica in self.replicas.values() for life in replica.lives]

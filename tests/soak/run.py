@@ -8,6 +8,7 @@ import contextlib
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -84,8 +85,8 @@ def run(options: Options) -> Report:
 async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
     timings: dict[str, float] = {}
     markers: dict[str, str] = {}
-    client = rig.sentinel_set.client()
-    prober = Prober(client=client, prefix=DEFAULT_PREFIX)
+    primary = rig.sentinel_set.agreed_primary
+    prober = Prober(primary=primary, prefix=DEFAULT_PREFIX)
     async with kube.Api(rig.cluster) as api:
         origin = time.monotonic()
         workload = Workload(
@@ -130,20 +131,28 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             )
             await _converge(pods_seen, executions_seen, deadline=calm + options.bound)
             timings["convergence wait"] = time.monotonic() - calm
-            # The end state is frozen before Redis is read: the watches stop, one list gives what
-            # they missed, and nothing the operator does after the read (it may still be working
-            # when the bound is past) is judged against a read made before it.
-            await pods_seen.stop()
-            await executions_seen.stop()
-            await pods_seen.resync()
-            await executions_seen.resync()
-            await pods_seen.settle_probes()
-            stored, read_error = await _read(client, plan)
-            agreements = (
-                await asyncio.to_thread(read_commands_agree, stored, env=rig.redis_env(), sample=READ_SAMPLE)
-                if read_error is None
-                else []
-            )
+            # The end state is frozen before it is read: the operators are stopped where they are
+            # (they may still be working when the bound is past), the watches stop, one list
+            # gives what they missed, and Redis is read. Nothing an operator does can fall
+            # between the list and the read: a Pod it captured and deleted there would look
+            # captured but never refused.
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+            with rig.operators_paused():
+                await pods_seen.stop()
+                await executions_seen.stop()
+                await pods_seen.resync()
+                await executions_seen.resync()
+                await pods_seen.settle_probes()
+                stored, read_error = await _read(primary, plan)
+                agreements = (
+                    await asyncio.to_thread(
+                        read_commands_agree, stored, env=rig.redis_env(), sample=READ_SAMPLE
+                    )
+                    if read_error is None
+                    else []
+                )
         finally:
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -151,7 +160,6 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             await pods_seen.stop()
             await executions_seen.stop()
             workload.close()
-            client.close()
     for replica in rig.replicas.values():  # A last reading of each running process.
         if replica.life is not None and replica.pid is not None:
             sample(replica.life, metrics_port=replica.metrics_port)
@@ -250,14 +258,19 @@ async def _converge(pods_seen: PodObserver, executions_seen: ExecutionObserver, 
         await asyncio.sleep(1.0)
 
 
-async def _read(client: redis.Redis, plan: plan_.Plan) -> tuple[Stored, str | None]:
-    """The end-of-run read; Redis may still be failing over from the last fault: retried."""
+async def _read(primary: Callable[[], redis.Redis], plan: plan_.Plan) -> tuple[Stored, str | None]:
+    """The end-of-run read, from the primary the Sentinels agree on; Redis may still be failing
+    over from the last fault: retried."""
     last = ""
     for _ in range(30):
         try:
-            stored = await asyncio.to_thread(
-                read_all, client, prefix=DEFAULT_PREFIX, slugs=[s.slug for s in plan.swarms]
-            )
+            client = await asyncio.to_thread(primary)
+            try:
+                stored = await asyncio.to_thread(
+                    read_all, client, prefix=DEFAULT_PREFIX, slugs=[s.slug for s in plan.swarms]
+                )
+            finally:
+                client.close()
             return stored, None
         except Exception as error:  # redis-py's errors: any is "could not read".
             last = f"{type(error).__name__}: {error}"

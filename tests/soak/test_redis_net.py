@@ -11,6 +11,7 @@ import pytest
 import redis
 import redis.sentinel
 
+from tests.soak.checker.observe import not_a_primary
 from tests.soak.redis_net import RedisNet
 from tests.soak.redis_set import DOWN_AFTER_MS, SentinelSet
 from tests.support.redis_sentinel import MASTER
@@ -96,3 +97,50 @@ def test_a_failover_reaches_the_operator_through_its_proxies(rig: tuple[Sentinel
     old.start()
     redis_set.wait_settled(timeout=60)
     a.close()
+
+
+def test_the_checker_reads_the_agreed_primary_not_a_killed_one_started_again() -> None:
+    """A primary killed and started again after its failover answers as a primary of its own,
+    without what was written since, until the Sentinels make it a replica: the checker's reads
+    (``SentinelSet.agreed_primary``, the probe's ``ROLE``) refuse it and read the new primary."""
+    with SentinelSet() as redis_set:
+        old = redis_set.primary()
+        assert old is not None
+        old.kill()
+        deadline = time.monotonic() + 60
+        while redis_set.primary_port() in (None, old.port):
+            assert time.monotonic() < deadline, redis_set.describe()
+            time.sleep(0.2)
+        while True:  # The other replica follows the new primary once it has synced from it.
+            try:
+                new = redis_set.agreed_primary()
+                break
+            except redis.exceptions.ConnectionError:
+                assert time.monotonic() < deadline, redis_set.describe()
+                time.sleep(0.2)
+        assert new.set("written-after-the-failover", "1")
+        assert new.execute_command("WAIT", 1, 2000) >= 1  # type: ignore[no-untyped-call]
+        old.start()
+
+        returned = redis.Redis(port=old.port, socket_timeout=2, decode_responses=True)
+        role = returned.execute_command("ROLE")  # type: ignore[no-untyped-call]
+        assert role[0] == "master", role
+        assert returned.get("written-after-the-failover") is None
+        assert not_a_primary(role) == "a primary with no replica linked"
+
+        agreed = redis_set.agreed_primary()
+        assert agreed.connection_pool.connection_kwargs["port"] != old.port
+        assert agreed.get("written-after-the-failover") == "1"
+        returned.close()
+        agreed.close()
+        new.close()
+
+
+def test_a_replica_is_not_read_as_the_primary() -> None:
+    with SentinelSet() as redis_set:
+        replica = redis_set.replicas()[0]
+        role = redis.Redis(port=replica.port, socket_timeout=2).execute_command("ROLE")  # type: ignore[no-untyped-call]
+        assert not_a_primary(role) == "a slave"
+        primary = redis_set.agreed_primary()
+        assert not_a_primary(primary.execute_command("ROLE")) is None  # type: ignore[no-untyped-call]
+        primary.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.soak.checker import model, rules
+from tests.soak.checker import model, observe, rules
 from tests.soak.checker.model import Capture, ExecutionHistory, OperatorLife, PodHistory, Probe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -435,3 +435,19 @@ def test_a_capture_of_a_pod_that_failed_once_deleted_is_not_a_violation() -> Non
     pod.deleted = True
     entry = {"name": "p", "uid": "u1", "outcome": "deleted", "startup": _startup(log=_line(MARKER), code=143)}
     assert rules.judge_captures({"u1": pod}, _retained(entry)).findings == []
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        (["master", 120, [["127.0.0.1", "6380", "120"]]], None),
+        ([b"master", 120, [[b"127.0.0.1", b"6380", b"120"]]], None),
+        (["master", 0, []], "a primary with no replica linked"),
+        ([b"slave", "127.0.0.1", 6379, "connected", 120], "a slave"),
+        (["sentinel", ["mymaster"]], "a sentinel"),
+        ([], "a server that named no role"),
+    ],
+)
+def test_the_probe_reads_only_a_primary_with_a_replica_in_sync(role: list[Any], expected: str | None) -> None:
+    """``ROLE`` lists only replicas in sync; a killed primary started again lists none."""
+    assert observe.not_a_primary(role) == expected

@@ -244,12 +244,31 @@ class ExecutionObserver:
                 history.vanished = True
 
 
+def not_a_primary(role: Any) -> str | None:
+    """What a server's ``ROLE`` reply makes it, when that is not a primary with a replica linked
+    (a killed primary started again answers as a primary with none, until the Sentinels make it a
+    replica); None for a primary with one."""
+    if not role:
+        return "a server that named no role"
+    kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+    if kind != "master":
+        return f"a {kind}"
+    if not role[2]:
+        return "a primary with no replica linked"
+    return None
+
+
 class Prober:
     """Reads, for one execution, every hash a capture may be in (one transaction: the journal's
-    move to ``attempt-retained`` is atomic, so the read sees it before or after, never between)."""
+    move to ``attempt-retained`` is atomic, so the read sees it before or after, never between).
 
-    def __init__(self, *, client: redis.Redis, prefix: str, parallel: int = 4) -> None:
-        self.client = client
+    ``primary`` gives a client of the primary the Sentinels agree on, or raises a Redis error
+    while there is none: a read from a server that only says it is a primary (one killed and
+    started again, before the Sentinels make it a replica) would miss records the real one holds.
+    """
+
+    def __init__(self, *, primary: Callable[[], redis.Redis], prefix: str, parallel: int = 4) -> None:
+        self.primary = primary
         self.prefix = prefix
         self._gate = asyncio.Semaphore(parallel)
 
@@ -266,10 +285,17 @@ class Prober:
         return Probe(found=None, detail=last)
 
     def _once(self, *, slug: str, execution: str, uid: str) -> Probe:
-        pipe = self.client.pipeline(transaction=True)
-        for where in HASHES:
-            pipe.hget(key(self.prefix, slug, HASHES[where]), execution)
-        replies = pipe.execute()
+        client = self.primary()
+        try:
+            pipe = client.pipeline(transaction=True)
+            for where in HASHES:
+                pipe.hget(key(self.prefix, slug, HASHES[where]), execution)
+            pipe.execute_command("ROLE")  # type: ignore[no-untyped-call]
+            *replies, role = pipe.execute()
+        finally:
+            client.close()
+        if not_a_primary(role):
+            raise redis.exceptions.ConnectionError(f"read from {not_a_primary(role)}")
         held = []
         for where, raw in zip(HASHES, replies, strict=True):
             if raw is None:

@@ -117,7 +117,7 @@ class SentinelSet:
 
     def agreed_primary(self, *, timeout: float = 2.0) -> redis.Redis:
         """A client of the primary most Sentinels name, once that server answers as a primary with
-        a replica linked; else ``redis.exceptions.ConnectionError`` (ask again later).
+        a replica in sync; else ``redis.exceptions.ConnectionError`` (ask again later).
 
         Not :meth:`client`'s redis-py Sentinel client: it reads from the primary the first
         Sentinel to answer names. A primary killed and started again after its failover comes back

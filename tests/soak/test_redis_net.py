@@ -126,7 +126,7 @@ def test_the_checker_reads_the_agreed_primary_not_a_killed_one_started_again() -
         role = returned.execute_command("ROLE")  # type: ignore[no-untyped-call]
         assert role[0] == "master", role
         assert returned.get("written-after-the-failover") is None
-        assert not_a_primary(role) == "a primary with no replica linked"
+        assert not_a_primary(role) == "a primary with no replica in sync"
 
         agreed = redis_set.agreed_primary()
         assert agreed.connection_pool.connection_kwargs["port"] != old.port

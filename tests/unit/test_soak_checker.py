@@ -442,7 +442,7 @@ def test_a_capture_of_a_pod_that_failed_once_deleted_is_not_a_violation() -> Non
     [
         (["master", 120, [["127.0.0.1", "6380", "120"]]], None),
         ([b"master", 120, [[b"127.0.0.1", b"6380", b"120"]]], None),
-        (["master", 0, []], "a primary with no replica linked"),
+        (["master", 0, []], "a primary with no replica in sync"),
         ([b"slave", "127.0.0.1", 6379, "connected", 120], "a slave"),
         (["sentinel", ["mymaster"]], "a sentinel"),
         ([], "a server that named no role"),

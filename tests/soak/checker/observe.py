@@ -245,16 +245,16 @@ class ExecutionObserver:
 
 
 def not_a_primary(role: Any) -> str | None:
-    """What a server's ``ROLE`` reply makes it, when that is not a primary with a replica linked
-    (a killed primary started again answers as a primary with none, until the Sentinels make it a
-    replica); None for a primary with one."""
+    """What a server's ``ROLE`` reply makes it, when that is not a primary with a replica in sync
+    (``ROLE`` lists only those; a killed primary started again answers as a primary with none,
+    until the Sentinels make it a replica); None for a primary with one."""
     if not role:
         return "a server that named no role"
     kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
     if kind != "master":
         return f"a {kind}"
     if not role[2]:
-        return "a primary with no replica linked"
+        return "a primary with no replica in sync"
     return None
 
 
@@ -294,8 +294,9 @@ class Prober:
             *replies, role = pipe.execute()
         finally:
             client.close()
-        if not_a_primary(role):
-            raise redis.exceptions.ConnectionError(f"read from {not_a_primary(role)}")
+        refused = not_a_primary(role)
+        if refused:
+            raise redis.exceptions.ConnectionError(f"read from {refused}")
         held = []
         for where, raw in zip(HASHES, replies, strict=True):
             if raw is None:

@@ -18,6 +18,7 @@ from typing import Final
 
 from agentihooks_swarm import (
     executions as executions_,
+    failover,
     kopf_adapter,
     leadership,
     lifecycle,
@@ -53,6 +54,8 @@ class App:
     informers: tuple[informer.Informer, ...]
     supervisor: supervisor_.Supervisor
     swarms: swarms_.SwarmStatus
+    #: None when the store keeps no recent evidence (a store a test or the bench built).
+    primary: failover.PrimaryWatch | None = None
 
     def runnables(self) -> list[supervisor_.Runnable]:
         """The background tasks; the leader-only ones check the Lease on each round."""
@@ -64,6 +67,8 @@ class App:
             supervisor_.Runnable(name="expiry", run=self._expire),
             supervisor_.Runnable(name="swarm status", run=self.swarms.run),
         ]
+        if self.primary is not None:
+            tasks.append(supervisor_.Runnable(name="redis primary", run=self.primary.run))
         if self.settings.retention_seconds > 0:
             tasks.append(supervisor_.Runnable(name="retention", run=self._sweep))
         return tasks
@@ -223,4 +228,7 @@ def build(
             interval=settings.cleanup_interval_seconds,
             instance=identity,
         ),
+        primary=None
+        if store.recent is None
+        else failover.PrimaryWatch(store=store, recent=store.recent, metrics=metrics),
     )

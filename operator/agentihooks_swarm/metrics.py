@@ -136,6 +136,17 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.primary_changes = prometheus_client.Counter(
+            "agentihooks_swarm_redis_primary_changes",
+            "Times the Redis primary's replication id changed (a failover, or a primary started again).",
+            registry=self.registry,
+        )
+        self.evidence_restored = prometheus_client.Counter(
+            "agentihooks_swarm_evidence_restored",
+            "Evidence records this replica wrote and put back because a new Redis primary lacked them.",
+            ["record"],  # startup|journal|retained
+            registry=self.registry,
+        )
         self.replica_waits = prometheus_client.Counter(
             "agentihooks_swarm_replica_waits",
             "Evidence writes waited on for REDIS_MIN_REPLICAS replicas (Redis WAIT), by result.",

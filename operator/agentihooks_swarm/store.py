@@ -38,13 +38,13 @@ import dataclasses
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import pydantic
 import redis.asyncio.cluster
 import redis.exceptions
 
-from agentihooks_swarm import errors, metrics as metrics_, records, settings as settings_, topology
+from agentihooks_swarm import errors, failover, metrics as metrics_, records, settings as settings_, topology
 
 _Record = TypeVar("_Record", records.FinalRecord, records.Outcome, records.Journal)
 
@@ -58,6 +58,12 @@ RETAINED: Final = "attempt-retained"
 RETENTION_INDEX: Final = "retention-index"
 #: Which Execution (by UID) an execution name's records belong to (additive, see records.Owner).
 OWNERS: Final = "execution-owners"
+#: The hash of each kind of evidence a restore puts back (:mod:`failover`).
+_EVIDENCE: Final[dict[failover.Kind, str]] = {
+    "startup": STARTUP_DIAGNOSTICS,
+    "journal": JOURNAL,
+    "retained": RETAINED,
+}
 #: A swarm's refusals by fingerprint (additive): the summary, when each was last seen, and the
 #: recent refusals themselves (for counts over a window); the refusal budget's state.
 FINGERPRINTS: Final = "refusal-fingerprints"
@@ -143,6 +149,24 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return {1}
 """
 )
+
+#: A restore after Redis changed its primary (:mod:`failover`): compare-and-set on the stored value.
+#: KEYS: the record's hash, retained, journal, index. ARGV: execution, the value the restore read,
+#: the record to write, now, '1' when it read none, the record's kind. A journal entry is never
+#: written beside a retained record; a restored retained record ends the journal entry, as a retain does.
+_RESTORE: Final = """
+if ARGV[6] == 'journal' and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'retained' end
+local stored = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[5] == '1' then
+  if stored then return 'changed' end
+elseif stored ~= ARGV[2] then
+  return 'changed'
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
+if ARGV[6] == 'retained' then redis.call('HDEL', KEYS[3], ARGV[1]) end
+return 'written'
+"""
 
 #: KEYS: journal, retained. ARGV: execution. A journal entry left beside a retained record (a retain
 #: that failed after its write) goes; an entry of a cleanup in progress is never touched.
@@ -387,12 +411,15 @@ class AsyncStore:
         prefix: str,
         durability: Durability | None = None,
         metrics: metrics_.Metrics | None = None,
+        recent: failover.Recent | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.redis = client
         self.prefix = prefix
         self.durability = durability or Durability()
         self.metrics = metrics
+        #: The evidence this process wrote lately, for a restore after a failover (None: not kept).
+        self.recent = recent
         self._clock = clock
 
     def key(self, slug: str, name: str) -> str:
@@ -504,7 +531,9 @@ class AsyncStore:
             durable=True,
         )
         if replies[0] or replies[2] is None:
+            self._note("startup", slug=slug, execution=execution, raw=records.dump(record))
             return record
+        self._note("startup", slug=slug, execution=execution, raw=str(replies[2]))
         return records.load(records.StartupRecord, replies[2])
 
     async def read_attempt(self, *, slug: str, execution: str) -> AttemptRecords:
@@ -647,6 +676,7 @@ class AsyncStore:
             raise errors.StaleWrite(
                 f"the cleanup-journal entry of {journal.execution} {what} since this step read it"
             )
+        self._note("journal", slug=slug, execution=journal.execution, raw=records.dump(journal))
 
     async def retain(
         self, *, slug: str, retained: records.Retained, journal_version: int
@@ -686,12 +716,14 @@ class AsyncStore:
         )
         reply = replies[-1]
         if int(reply[0]) == 0:
+            self._note("retained", slug=slug, execution=retained.execution, raw=str(reply[1]))
             return records.load(records.Retained, reply[1])
         if int(reply[0]) != 1:
             raise errors.StaleWrite(
                 f"the cleanup-journal entry of {retained.execution} changed since this step read it; "
                 "nothing was retained"
             )
+        self._note("retained", slug=slug, execution=retained.execution, raw=records.dump(retained))
         return retained
 
     async def clear_journal(self, *, slug: str, execution: str) -> bool:
@@ -701,6 +733,69 @@ class AsyncStore:
                 _CLEAR_JOURNAL, 2, self.key(slug, JOURNAL), self.key(slug, RETAINED), execution
             )
         return bool(removed)
+
+    # --- after a failover (see :mod:`failover`) -----------------------------------------------------
+
+    def _note(self, kind: failover.Kind, *, slug: str, execution: str, raw: str) -> None:
+        if self.recent is not None:
+            self.recent.note(kind=kind, slug=slug, execution=execution, raw=raw)
+
+    async def primary_id(self) -> str | None:
+        """The primary's replication id (a promoted replica, or a primary started again, has a new
+        one); None when the server answering is not a primary, or on a cluster (not watched)."""
+        if isinstance(self.redis, redis.asyncio.cluster.RedisCluster):
+            return None
+        with _translated():
+            info = await self.redis.info("replication")
+        if info.get("role") != "master" or not info.get("master_replid"):
+            return None
+        return str(info["master_replid"])
+
+    async def read_evidence(self, *, kind: failover.Kind, slug: str, execution: str) -> str | None:
+        """One evidence record as stored (JSON), or None."""
+        with _translated():
+            raw = await self.redis.hget(self.key(slug, _EVIDENCE[kind]), execution)
+        return None if raw is None else str(raw)
+
+    async def replace_evidence(
+        self, *, kind: failover.Kind, slug: str, execution: str, expected: str | None, new: str
+    ) -> Literal["written", "changed", "retained"]:
+        """Write ``new`` if the stored record is still ``expected`` (None: none), durably:
+        ``written``; ``changed`` when another write came first; ``retained`` for a journal entry
+        of an execution that is retained (none is written then)."""
+        listed: list[tuple[Any, ...]] = (
+            [("SADD", f"{self.prefix}:swarms", slug)] if kind == "retained" else []
+        )
+        replies = await self._pipeline(
+            slug=slug,
+            commands=[
+                *listed,
+                (
+                    "EVAL",
+                    _RESTORE,
+                    4,
+                    self.key(slug, _EVIDENCE[kind]),
+                    self.key(slug, RETAINED),
+                    self.key(slug, JOURNAL),
+                    self._index(slug),
+                    execution,
+                    expected or "",
+                    new,
+                    self._clock(),
+                    "1" if expected is None else "",
+                    kind,
+                ),
+            ],
+            durable=True,
+        )
+        answer = str(replies[-1])
+        if answer == "written":
+            return "written"
+        if answer == "changed":
+            return "changed"
+        if answer == "retained":
+            return "retained"
+        raise errors.StoreUnavailable(f"Redis answered {answer!r} to a restore")
 
     # --- owners -----------------------------------------------------------------------------------
 
@@ -851,6 +946,7 @@ async def open_store(
             timeout_seconds=settings.redis_min_replicas_timeout_seconds,
         ),
         metrics=metrics,
+        recent=failover.Recent(),
     )
     try:
         yield store

@@ -284,8 +284,7 @@ class Executions:
         if tracked is None:
             self.forget(uid)
             return
-        self._items[uid] = tracked
-        self._named.setdefault((tracked.namespace, tracked.name), set()).add(uid)
+        self._hold(uid, tracked)
         if _wakes(old, tracked):
             self.wake(uid)
 
@@ -302,8 +301,12 @@ class Executions:
     def adopt(self, tracked: Tracked) -> None:
         """Track an Execution that is gone but whose attempt may still need cleanup (found again
         after a restart: :mod:`orphans`); its steps run as for one deleted while tracked."""
-        self._items[tracked.uid] = tracked
-        self._named.setdefault((tracked.namespace, tracked.name), set()).add(tracked.uid)
+        self._hold(tracked.uid, tracked)
+
+    def _hold(self, uid: str, tracked: Tracked) -> None:
+        """Track it, and index it by its name (a worker Pod names its Execution so)."""
+        self._items[uid] = tracked
+        self._named.setdefault((tracked.namespace, tracked.name), set()).add(uid)
 
     def forget(self, uid: str) -> None:
         tracked = self._items.pop(uid, None)

@@ -168,6 +168,8 @@ def build(
         legacy_finalizers=legacy_finalizers,
         clock=time.monotonic,
     )
+    pods_table = worker_pods.WorkerPods(owners=table.named, wake=queue.add)
+    watches = _watches(settings=settings, client=client, table=table, index=index, workers=pods_table)
     steps = lifecycle.Lifecycle(
         runtime=runtime,
         store=store,
@@ -175,25 +177,6 @@ def build(
         instance=identity,
         archive_deadline_seconds=settings.archive_deadline_seconds,
         legacy_finalizers=legacy_finalizers,
-    )
-    pods_table = worker_pods.WorkerPods(owners=table.named, wake=queue.add)
-    workers = informer.Informer(
-        name="worker pods",
-        source=client.worker_pods_listing(namespace=settings.namespace),
-        handler=pods_table,
-        page=worker_pods.PAGE,
-        refused_hint="grant list and watch on pods; until then running workers are read on every resync",
-    )
-    watches = (
-        informer.Informer(
-            name="executions",
-            source=client.custom_listing(namespace=settings.namespace, plural="executions"),
-            handler=table,
-            page=executions_.PAGE,
-            refused_hint="grant list and watch on executions.swarm.agentihooks.io",
-        ),
-        event_index.informer(client=client, index=index),
-        workers,
     )
     return App(
         settings=settings,
@@ -212,7 +195,7 @@ def build(
             holds=leader.holds,
             interval=settings.cleanup_interval_seconds,
             parked_seconds=worker_pods.PARKED_ROUNDS * settings.cleanup_interval_seconds,
-            parking=lambda: workers.synced,
+            parking=lambda: watches[-1].synced,
             adopt=orphans.Orphans(
                 workers=pods_table, table=table, store=store, client=client, wake=queue.add
             ).adopt,
@@ -231,4 +214,33 @@ def build(
         primary=None
         if store.recent is None
         else failover.PrimaryWatch(store=store, recent=store.recent, metrics=metrics),
+    )
+
+
+def _watches(
+    *,
+    settings: settings_.Settings,
+    client: pods.PodClient,
+    table: executions_.Executions,
+    index: event_index.EventIndex,
+    workers: worker_pods.WorkerPods,
+) -> tuple[informer.Informer, ...]:
+    """The informers: the Executions, the Pods' Events, and the worker Pods (last: a worker is
+    parked only while this watch is in sync)."""
+    return (
+        informer.Informer(
+            name="executions",
+            source=client.custom_listing(namespace=settings.namespace, plural="executions"),
+            handler=table,
+            page=executions_.PAGE,
+            refused_hint="grant list and watch on executions.swarm.agentihooks.io",
+        ),
+        event_index.informer(client=client, index=index),
+        informer.Informer(
+            name="worker pods",
+            source=client.worker_pods_listing(namespace=settings.namespace),
+            handler=workers,
+            page=worker_pods.PAGE,
+            refused_hint="grant list and watch on pods; until then running workers are read on every resync",
+        ),
     )

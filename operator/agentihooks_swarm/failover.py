@@ -96,9 +96,6 @@ class Recent:
     def bytes(self) -> int:
         return self._bytes
 
-    def __len__(self) -> int:
-        return len(self._items)
-
     def _drop(self, key: tuple[Kind, str, str]) -> None:
         old = self._items.pop(key, None)
         if old is not None:
@@ -119,8 +116,9 @@ def restored(*, kind: Kind, stored: str | None, ours: str) -> str | None:
     """What to write so that the stored record loses nothing ours holds; None: nothing to write.
 
     Pure. A launch capture is written only where there is none. A journal entry or a retained
-    record is written where there is none; where one is stored, the captures ours holds and it
-    lacks (by Pod UID) are added to it, and a journal entry older than ours is replaced by ours.
+    record is written where there is none. Where a retained record is stored, the captures ours
+    holds and it lacks (by Pod UID) are added to it. Where a journal entry is stored, the newer
+    of the two (by version) is kept, with the other's captures it lacks added.
     """
     if stored is None:
         return ours
@@ -135,18 +133,20 @@ def restored(*, kind: Kind, stored: str | None, ours: str) -> str | None:
             kept.model_copy(update={"removed": kept.removed.model_copy(update={"pods": pods})})
         )
     current, journal = records.load(records.Journal, stored), records.load(records.Journal, ours)
-    if (current.version or 0) < (journal.version or 0):
-        return ours
-    pinned = _with_captures(current.pinned.pods, journal.pinned.pods)
-    removed = _with_captures(current.removed.pods, journal.removed.pods)
+    ours_newer = (journal.version or 0) > (current.version or 0)
+    newer, older = (journal, current) if ours_newer else (current, journal)
+    # The newer entry is the base; the other one's captures it lacks are added either way, so
+    # neither a step on the new primary nor this restore drops a capture the other one took.
+    pinned = _with_captures(newer.pinned.pods, older.pinned.pods)
+    removed = _with_captures(newer.removed.pods, older.removed.pods)
     if pinned is None and removed is None:
-        return None
-    # One version on: a step that read the stored entry fails its compare-and-set and reads again.
-    merged = current.model_copy(
+        return ours if ours_newer else None
+    merged = newer.model_copy(
         update={
-            "version": (current.version or 0) + 1,
-            "pinned": current.pinned.model_copy(update={"pods": pinned or current.pinned.pods}),
-            "removed": current.removed.model_copy(update={"pods": removed or current.removed.pods}),
+            # Past the stored version: a step that read the stored entry fails its compare-and-set.
+            "version": max(journal.version or 0, (current.version or 0) + 1),
+            "pinned": newer.pinned.model_copy(update={"pods": pinned or newer.pinned.pods}),
+            "removed": newer.removed.model_copy(update={"pods": removed or newer.removed.pods}),
         }
     )
     return records.dump(merged)

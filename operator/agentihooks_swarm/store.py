@@ -521,17 +521,18 @@ class AsyncStore:
         Durable (see the module docstring) before the delete that depends on it.
         """
         name = self.key(slug, STARTUP_DIAGNOSTICS)
+        raw = records.dump(record)
         replies = await self._pipeline(
             slug=slug,
             commands=[
-                ("HSETNX", name, execution, records.dump(record)),
+                ("HSETNX", name, execution, raw),
                 ("ZADD", self._index(slug), self._clock(), execution),
                 ("HGET", name, execution),
             ],
             durable=True,
         )
         if replies[0] or replies[2] is None:
-            self._note("startup", slug=slug, execution=execution, raw=records.dump(record))
+            self._note("startup", slug=slug, execution=execution, raw=raw)
             return record
         self._note("startup", slug=slug, execution=execution, raw=str(replies[2]))
         return records.load(records.StartupRecord, replies[2])
@@ -651,6 +652,7 @@ class AsyncStore:
         """
         read = journal.version or 0
         journal.version = read + 1
+        raw = records.dump(journal)
         try:
             replies = await self._pipeline(
                 slug=slug,
@@ -662,7 +664,7 @@ class AsyncStore:
                         self.key(slug, JOURNAL),
                         journal.execution,
                         read,
-                        records.dump(journal),
+                        raw,
                     )
                 ],
                 durable=True,
@@ -676,7 +678,7 @@ class AsyncStore:
             raise errors.StaleWrite(
                 f"the cleanup-journal entry of {journal.execution} {what} since this step read it"
             )
-        self._note("journal", slug=slug, execution=journal.execution, raw=records.dump(journal))
+        self._note("journal", slug=slug, execution=journal.execution, raw=raw)
 
     async def retain(
         self, *, slug: str, retained: records.Retained, journal_version: int
@@ -695,6 +697,7 @@ class AsyncStore:
             with _translated():
                 await self.redis.sadd(f"{self.prefix}:swarms", slug)
             listed = []
+        raw = records.dump(retained)
         replies = await self._pipeline(
             slug=slug,
             commands=[
@@ -707,7 +710,7 @@ class AsyncStore:
                     self.key(slug, JOURNAL),
                     self._index(slug),
                     retained.execution,
-                    records.dump(retained),
+                    raw,
                     self._clock(),
                     journal_version,
                 ),
@@ -723,7 +726,7 @@ class AsyncStore:
                 f"the cleanup-journal entry of {retained.execution} changed since this step read it; "
                 "nothing was retained"
             )
-        self._note("retained", slug=slug, execution=retained.execution, raw=records.dump(retained))
+        self._note("retained", slug=slug, execution=retained.execution, raw=raw)
         return retained
 
     async def clear_journal(self, *, slug: str, execution: str) -> bool:

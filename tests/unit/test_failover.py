@@ -121,3 +121,26 @@ def test_an_older_journal_entry_is_replaced_and_a_newer_one_gets_the_captures_it
     assert merged is not None
     entry = records.load(records.Journal, merged)
     assert entry.version == 6 and entry.pinned.pods[0].startup == capture("the refusal")
+
+
+def test_an_older_stored_journal_entry_keeps_the_captures_it_took() -> None:
+    # A step on the new primary captured p2 from an entry older than ours; ours captured p1.
+    ours = journal(
+        4,
+        [
+            records.PinnedObject(name="p1", uid="u1", startup=capture("first")),
+            records.PinnedObject(name="p2", uid="u2"),
+        ],
+    )
+    stored = journal(
+        3,
+        [
+            records.PinnedObject(name="p1", uid="u1"),
+            records.PinnedObject(name="p2", uid="u2", sent=True, startup=capture("second")),
+        ],
+    )
+    merged = failover.restored(kind="journal", stored=stored, ours=ours)
+    assert merged is not None
+    entry = records.load(records.Journal, merged)
+    assert entry.version == 4
+    assert [p.startup for p in entry.pinned.pods] == [capture("first"), capture("second")]

@@ -77,6 +77,8 @@ class App:
         def follow(held: bool) -> None:
             if held:  # Catch up with everything at once: a standby stepped nothing.
                 self.reconciler.resync_now()
+            elif self.primary is not None:  # Only the leader restores what it wrote.
+                self.primary.recent.clear()
 
         await self.leader.run(on_change=follow)
 
@@ -213,7 +215,7 @@ def build(
         ),
         primary=None
         if store.recent is None
-        else failover.PrimaryWatch(store=store, recent=store.recent, metrics=metrics),
+        else failover.PrimaryWatch(store=store, recent=store.recent, metrics=metrics, holds=leader.holds),
     )
 
 

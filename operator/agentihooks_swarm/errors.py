@@ -71,6 +71,16 @@ class StoreUnavailable(SwarmError, ConnectionError):
     """Redis could not be reached or did not answer in time."""
 
 
+class NotDurable(StoreUnavailable):
+    """The primary took the write, but fewer replicas than ``REDIS_MIN_REPLICAS`` acknowledged it
+    in time: it is not durable yet, so nothing that depends on it may happen."""
+
+
+class Unwatchable(SwarmError):
+    """The Redis topology's primary cannot be watched for failovers (a cluster, or ``INFO``
+    refused): evidence a failover loses is not put back."""
+
+
 class StaleWrite(SwarmError):
     """A record changed since this step read it (a compare-and-set failed): nothing was written.
 

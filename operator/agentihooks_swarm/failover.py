@@ -1,4 +1,4 @@
-"""Evidence written lately, written again when Redis changes its primary.
+"""Evidence written lately, written again when Redis changes its primary, and only while still true.
 
 ``REDIS_MIN_REPLICAS`` makes an evidence write wait for that many replicas before the Pod it
 describes is deleted. It is not a consensus: when the primary dies, Sentinel may promote a replica
@@ -6,29 +6,46 @@ that never had the write (the replica that acknowledged it died too, two failove
 ``REDIS_MIN_REPLICAS`` is lower than the number of replicas). The write was acknowledged, the Pod
 is gone, and the new primary has no record of it.
 
-The operator that wrote it still knows it. :class:`Recent` keeps the evidence this process wrote
-in the last ``seconds`` (the launch captures, the latest journal entry of each cleanup, the
-retained records; bounded in bytes too), and :class:`PrimaryWatch` looks at the primary's
-replication id every ``interval`` seconds. A new id (a promoted replica, or a primary started
-again) means writes may be missing: each kept record is put back where it is missing, by rules
-that never erase anything (:func:`restored`): a launch capture only where there is none (the first
-capture wins), a journal entry only if the execution is not retained and the stored entry is older
-or lacks a capture this one holds, a retained record where there is none, or with the captures the
-stored one lacks. Each write is compare-and-set on the stored value, so a step writing at the same
-time makes the restore read again rather than overwrite it.
+The leader that wrote it still knows it. :class:`Recent` keeps the evidence this process wrote in
+the last ``seconds`` (the launch captures, each cleanup's journal entry, the retained records;
+bounded in bytes), and :class:`PrimaryWatch` looks at the primary's replication id every
+``interval`` seconds. A new id (a promoted replica, or a primary started again) means writes may
+be missing, and each kept record is put back where it is missing.
+
+A record put back must still be true. What makes a restore safe (docs/redis.md says the same):
+
+* **It belongs to the life that wrote it.** Each kept record carries the name's owner claim as it
+  was stored when the record was written (:class:`Written`: the Execution's UID). The restore
+  script writes only while that claim is still the owner, or while the name has no owner and that
+  UID was never forgotten: ``records forget`` and the retention sweep leave a tombstone per
+  forgotten UID (kept :data:`store.TOMBSTONE_SECONDS`, far past this window) that every replica's
+  restore honours. A record of a forgotten or replaced life is skipped, and counted.
+* **It only adds.** What is stored stays; a restore adds the captures (by Pod UID) and the removed
+  objects the stored record lacks (:func:`restored`). Journal versions from two histories cannot be
+  compared, so the stored entry is always the base: another writer's ``sent`` flags and outcomes
+  are never replaced. The version moves one past the stored one, so a step that read the stored
+  entry fails its compare-and-set and reads again.
+* **Memory never shrinks.** What this process keeps of a record is the union of the captures it
+  wrote for it: a later copy with fewer (a step retried on a lagging replica) never replaces them
+  (:meth:`Recent.note`), and a retained record takes the journal's captures with it.
+* **One restorer.** Only the Lease holder restores; a replica that does not hold the Lease keeps
+  nothing. The newest records go first (the oldest are the nearest to leaving the window), and a
+  ``WAIT`` shortfall is counted while the pass goes on.
 
 What this cannot bring back: the writes of a process that died too, and any write older than the
-window. It does not apply to Redis Cluster (each slot has its own primary; not watched).
+window. Redis Cluster (each slot has its own primary) and a Redis that refuses ``INFO`` are not
+watched; the watch says so once and :attr:`metrics.Metrics.failover_watched` reads 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, Literal, Protocol, TypeVar
 
 from agentihooks_swarm import errors, metrics as metrics_, records
@@ -36,6 +53,9 @@ from agentihooks_swarm import errors, metrics as metrics_, records
 logger = logging.getLogger(__name__)
 
 Kind = Literal["startup", "journal", "retained"]
+#: What a restore's write answered: written; changed meanwhile (read again); the journal entry of
+#: a retained execution (none is written); or skipped because the record's life is over.
+Answer = Literal["written", "changed", "retained", "owner_changed", "forgotten"]
 _Object = TypeVar("_Object", records.PinnedObject, records.RemovedObject)
 
 #: How long a written record is kept for a restore: a failover (and a second one, after the
@@ -54,13 +74,36 @@ class Written:
     kind: Kind
     slug: str
     execution: str
-    #: The record as stored (JSON).
+    #: The record as kept (JSON): what was written, with the captures of earlier copies added.
     raw: str
     at: float
+    #: The name's owner claim (``execution-owners``, JSON) as stored when the record was written;
+    #: empty when the name had none (records of a version before owners).
+    owner: str = ""
+
+    @property
+    def uid(self) -> str:
+        """The UID of the Execution whose life wrote the record ("" when not known)."""
+        return owner_uid(self.owner)
+
+    @property
+    def size(self) -> int:
+        return len(self.raw.encode()) + len(self.owner.encode())
+
+
+def owner_uid(owner: str) -> str:
+    """The UID in an owner claim's JSON ("" for none, or one that does not parse)."""
+    if not owner:
+        return ""
+    try:
+        return records.load(records.Owner, owner).uid
+    except ValueError:
+        return ""
 
 
 class Recent:
-    """The evidence this process wrote lately, one record per kind and execution (the latest)."""
+    """The evidence this process wrote lately: one record per kind and execution, each the union of
+    the captures written for it by the same life."""
 
     def __init__(
         self,
@@ -74,17 +117,28 @@ class Recent:
         self._clock = clock
         self._items: collections.OrderedDict[tuple[Kind, str, str], Written] = collections.OrderedDict()
         self._bytes = 0
-        #: Records dropped for the byte bound before their time (for the log and tests).
+        #: Records dropped for the byte bound before their time.
         self.dropped = 0
 
-    def note(self, *, kind: Kind, slug: str, execution: str, raw: str) -> None:
-        """Keep a record that was just written (and acknowledged)."""
-        if kind == "retained":  # The cleanup is over: its journal entry is gone on purpose.
+    def note(self, *, kind: Kind, slug: str, execution: str, raw: str, owner: str = "") -> None:
+        """Keep a record that was just written (and acknowledged), with the name's owner claim."""
+        uid = owner_uid(owner)
+        earlier = self._items.get((kind, slug, execution))
+        if earlier is not None and earlier.uid == uid:
+            raw = kept_union(kind=kind, newer=raw, older=earlier.raw)
+        if kind == "retained":
+            # The cleanup is over: its journal entry is gone on purpose, and its captures go on
+            # in the retained record.
+            journal = self._items.get(("journal", slug, execution))
+            if journal is not None and journal.uid == uid:
+                with contextlib.suppress(ValueError):  # Not a record this version reads.
+                    raw = kept_union(kind="retained", newer=raw, older=journal_as_retained(journal.raw, raw))
             self._drop(("journal", slug, execution))
         key = (kind, slug, execution)
         self._drop(key)
-        self._items[key] = Written(kind=kind, slug=slug, execution=execution, raw=raw, at=self._clock())
-        self._bytes += len(raw)
+        written = Written(kind=kind, slug=slug, execution=execution, raw=raw, at=self._clock(), owner=owner)
+        self._items[key] = written
+        self._bytes += written.size
         self._prune()
 
     def entries(self) -> list[Written]:
@@ -92,14 +146,22 @@ class Recent:
         self._prune()
         return list(self._items.values())
 
+    def clear(self) -> None:
+        """Keep nothing (this replica no longer leads: the leader restores what it wrote)."""
+        self._items.clear()
+        self._bytes = 0
+
     @property
     def bytes(self) -> int:
         return self._bytes
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def _drop(self, key: tuple[Kind, str, str]) -> None:
         old = self._items.pop(key, None)
         if old is not None:
-            self._bytes -= len(old.raw)
+            self._bytes -= old.size
 
     def _prune(self) -> None:
         oldest = self._clock() - self.seconds
@@ -112,13 +174,29 @@ class Recent:
             self._drop(key)
 
 
-def restored(*, kind: Kind, stored: str | None, ours: str) -> str | None:
+# --- the rules of a merge: pure ----------------------------------------------------------------
+
+
+def kept_union(*, kind: Kind, newer: str, older: str) -> str:
+    """What :class:`Recent` keeps of a record written again: ``newer`` with every capture (and
+    removed object) ``older`` held that it lacks. A launch capture is written once: the first stays."""
+    if kind == "startup":
+        return older
+    try:
+        merged = restored(kind=kind, stored=newer, ours=older, bump=False)
+    except ValueError:  # Not a record this version reads: kept as written.
+        return newer
+    return newer if merged is None else merged
+
+
+def restored(*, kind: Kind, stored: str | None, ours: str, bump: bool = True) -> str | None:
     """What to write so that the stored record loses nothing ours holds; None: nothing to write.
 
-    Pure. A launch capture is written only where there is none. A journal entry or a retained
-    record is written where there is none. Where a retained record is stored, the captures ours
-    holds and it lacks (by Pod UID) are added to it. Where a journal entry is stored, the newer
-    of the two (by version) is kept, with the other's captures it lacks added.
+    Pure. Where nothing is stored, ours. A stored launch capture is kept (the first capture
+    wins). Otherwise the stored record is the base and only gains: each object's capture it lacks
+    (by Pod UID, from any of ours' lists), and each object ours lists that it does not (a removed
+    object is a fact: its delete happened; a pinned one is a Pod cleanup must still look at).
+    With ``bump`` a journal entry's version moves one past the stored one.
     """
     if stored is None:
         return ours
@@ -126,43 +204,94 @@ def restored(*, kind: Kind, stored: str | None, ours: str) -> str | None:
         return None
     if kind == "retained":
         kept, mine = records.load(records.Retained, stored), records.load(records.Retained, ours)
-        pods = _with_captures(kept.removed.pods, mine.removed.pods)
-        if pods is None:
+        pods = _merged(kept.removed.pods, mine.removed.pods, captures=_captures(mine.removed.pods))
+        services = _merged(kept.removed.services, mine.removed.services, captures={})
+        if pods is None and services is None:
             return None
-        return records.dump(
-            kept.model_copy(update={"removed": kept.removed.model_copy(update={"pods": pods})})
+        removed = kept.removed.model_copy(
+            update={"pods": pods or kept.removed.pods, "services": services or kept.removed.services}
         )
+        return records.dump(kept.model_copy(update={"removed": removed}))
     current, journal = records.load(records.Journal, stored), records.load(records.Journal, ours)
-    ours_newer = (journal.version or 0) > (current.version or 0)
-    newer, older = (journal, current) if ours_newer else (current, journal)
-    # The newer entry is the base; the other one's captures it lacks are added either way, so
-    # neither a step on the new primary nor this restore drops a capture the other one took.
-    pinned = _with_captures(newer.pinned.pods, older.pinned.pods)
-    removed = _with_captures(newer.removed.pods, older.removed.pods)
-    if pinned is None and removed is None:
-        return ours if ours_newer else None
-    merged = newer.model_copy(
+    captures = _captures([*journal.pinned.pods, *journal.removed.pods])
+    lists = {
+        "pinned_pods": _merged(current.pinned.pods, journal.pinned.pods, captures=captures),
+        "pinned_services": _merged(current.pinned.services, journal.pinned.services, captures={}),
+        "removed_pods": _merged(current.removed.pods, journal.removed.pods, captures=captures),
+        "removed_services": _merged(current.removed.services, journal.removed.services, captures={}),
+    }
+    if all(value is None for value in lists.values()):
+        return None
+    merged = current.model_copy(
         update={
-            # Past the stored version: a step that read the stored entry fails its compare-and-set.
-            "version": max(journal.version or 0, (current.version or 0) + 1),
-            "pinned": newer.pinned.model_copy(update={"pods": pinned or newer.pinned.pods}),
-            "removed": newer.removed.model_copy(update={"pods": removed or newer.removed.pods}),
+            "version": (current.version or 0) + 1 if bump else current.version,
+            "pinned": records.Objects(
+                pods=lists["pinned_pods"] or current.pinned.pods,  # type: ignore[arg-type]
+                services=lists["pinned_services"] or current.pinned.services,  # type: ignore[arg-type]
+            ),
+            "removed": records.RemovedObjects(
+                pods=lists["removed_pods"] or current.removed.pods,  # type: ignore[arg-type]
+                services=lists["removed_services"] or current.removed.services,  # type: ignore[arg-type]
+            ),
         }
     )
     return records.dump(merged)
 
 
-def _with_captures(kept: list[_Object], ours: list[_Object]) -> list[_Object] | None:
-    """``kept`` with each capture of ``ours`` it lacks (by UID); None when it lacks none."""
-    captured = {o.uid: o for o in ours if o.startup is not None}
-    missing = {uid for uid in captured if all(k.uid != uid or k.startup is None for k in kept)}
-    if not missing:
-        return None
-    merged = [
-        k.model_copy(update={"startup": captured[k.uid].startup}) if k.uid in missing else k for k in kept
+def journal_as_retained(journal: str, retained: str) -> str:
+    """A journal entry's objects as the retained record ``retained`` would hold them: what a
+    retain takes with it (the removed objects, and each captured Pod still only pinned: a delete
+    sent is ``absent_after_send``, else ``absent``, as cleanup judges a Pod found gone)."""
+    entry, shape = records.load(records.Journal, journal), records.load(records.Retained, retained)
+    removed = {o.uid for o in entry.removed.pods}
+    pods = list(entry.removed.pods) + [
+        records.RemovedObject(
+            name=o.name,
+            uid=o.uid,
+            outcome="absent_after_send" if o.sent else "absent",
+            startup=o.startup,
+            log_reads=o.log_reads,
+        )
+        for o in entry.pinned.pods
+        if o.startup is not None and o.uid not in removed
     ]
-    merged += [captured[uid] for uid in captured if uid in missing and all(k.uid != uid for k in kept)]
-    return merged
+    return records.dump(
+        shape.model_copy(
+            update={"removed": records.RemovedObjects(pods=pods, services=list(entry.removed.services))}
+        )
+    )
+
+
+def _captures(
+    objects: Sequence[records.PinnedObject | records.RemovedObject],
+) -> dict[str, records.StartupCapture]:
+    return {o.uid: o.startup for o in objects if o.startup is not None}
+
+
+def _merged(
+    kept: list[_Object], ours: list[_Object], *, captures: dict[str, records.StartupCapture]
+) -> list[_Object] | None:
+    """``kept`` with each capture it lacks (by UID, from ``captures``) and each object of ``ours``
+    it does not list; None when it lacks nothing."""
+    listed = {k.uid for k in kept}
+    merged: list[_Object] = []
+    changed = False
+    for k in kept:
+        if k.startup is None and k.uid in captures:
+            merged.append(k.model_copy(update={"startup": captures[k.uid]}))
+            changed = True
+        else:
+            merged.append(k)
+    for o in ours:
+        if o.uid not in listed:
+            listed.add(o.uid)
+            lacks = o.startup is None and o.uid in captures
+            merged.append(o.model_copy(update={"startup": captures[o.uid]}) if lacks else o)
+            changed = True
+    return merged if changed else None
+
+
+# --- the watch ------------------------------------------------------------------------------
 
 
 class Store(Protocol):
@@ -173,22 +302,28 @@ class Store(Protocol):
     async def read_evidence(self, *, kind: Kind, slug: str, execution: str) -> str | None: ...
 
     async def replace_evidence(
-        self, *, kind: Kind, slug: str, execution: str, expected: str | None, new: str
-    ) -> Literal["written", "changed", "retained"]: ...
+        self, *, kind: Kind, slug: str, execution: str, expected: str | None, new: str, owner: str
+    ) -> Answer: ...
 
 
 @dataclasses.dataclass(kw_only=True)
 class PrimaryWatch:
-    """Looks at the primary's replication id; when it changes, restores what :class:`Recent` keeps."""
+    """Looks at the primary's replication id; when it changes, the Lease holder restores what
+    :class:`Recent` keeps."""
 
     store: Store
     recent: Recent
     metrics: metrics_.Metrics
+    #: Whether this replica holds the Lease now.
+    holds: Callable[[], bool]
     interval: float = INTERVAL
     #: The replication id last seen, and whether a restore is owed (a change, and no full restore
     #: since: a restore that failed midway is done again on the next look).
     _seen: str | None = None
     _owed: bool = False
+    #: Why the topology is not watched, once said (None: watched).
+    _unwatched: str | None = None
+    _dropped: int = 0
 
     async def run(self) -> None:
         """Look every ``interval`` seconds until cancelled (a supervised task)."""
@@ -198,23 +333,33 @@ class PrimaryWatch:
 
     async def check(self) -> int | None:
         """One look: the number of records restored (0: none were missing, or no change), or None
-        when Redis could not say (unreachable, not a primary, a cluster)."""
+        when Redis could not say (unreachable, not a primary, a topology not watched)."""
+        if not self.holds():
+            self.recent.clear()
+            self._owed = False
+        self._export()
         try:
             now = await self.store.primary_id()
+        except errors.Unwatchable as e:
+            self._not_watched(str(e))
+            return None
         except errors.StoreUnavailable:
             return None
         if now is None:
             return None
+        self._watched()
         if self._seen is not None and now != self._seen:
             self.metrics.primary_changes.inc()
             logger.warning(
-                "Redis has a new primary (replication id %s…, was %s…): the evidence written in the "
-                "last %.0fs is checked and put back where it is missing.",
+                "Redis has a new primary (replication id %s…, was %s…): %s",
                 now[:8],
                 self._seen[:8],
-                self.recent.seconds,
+                f"the evidence written in the last {self.recent.seconds:.0f}s is checked and put back "
+                "where it is missing."
+                if self.holds()
+                else "this replica does not lead, so the leader checks what it wrote.",
             )
-            self._owed = True
+            self._owed = self.holds()
         self._seen = now
         if not self._owed:
             return 0
@@ -223,14 +368,61 @@ class PrimaryWatch:
         except errors.StoreUnavailable as e:
             logger.warning("Could not restore the recent evidence yet; the next look tries again: %s", e)
             return None
+        except errors.NotLeader:
+            self.recent.clear()
+            self._owed = False
+            return None
         self._owed = False
         return count
 
+    def _export(self) -> None:
+        self.metrics.recent_evidence_bytes.set(self.recent.bytes)
+        if self.recent.dropped > self._dropped:
+            self.metrics.recent_evidence_dropped.inc(self.recent.dropped - self._dropped)
+            self._dropped = self.recent.dropped
+
+    def _not_watched(self, why: str) -> None:
+        self.metrics.failover_watched.set(0)
+        if self._unwatched is None:
+            self.metrics.evidence_restore_skipped.labels(reason="unwatched").inc()
+            logger.warning(
+                "The Redis primary is not watched for failovers (%s): evidence a failover loses is "
+                "not put back. Use a single server or Sentinel, and REDIS_MIN_REPLICAS (docs/redis.md).",
+                why,
+            )
+        self._unwatched = why
+
+    def _watched(self) -> None:
+        self.metrics.failover_watched.set(1)
+        if self._unwatched is not None:
+            logger.info("The Redis primary is watched for failovers again.")
+        self._unwatched = None
+
     async def _restore(self) -> int:
         entries = self.recent.entries()
-        count = 0
-        for written in entries:
-            if await self._restore_one(written):
+        count = shortfalls = 0
+        skipped: collections.Counter[str] = collections.Counter()
+        # Newest first: the oldest records are the nearest to leaving the window, and the newest
+        # hold a name's current life (its owner claim goes back with them before an older life's
+        # record is looked at).
+        for written in reversed(entries):
+            if not self.holds():
+                raise errors.NotLeader("the Lease was lost during a restore")
+            try:
+                answer = await self._restore_one(written)
+            except errors.NotDurable as e:
+                # Written on the primary, not yet on enough replicas: counted; the rest still goes.
+                shortfalls += 1
+                self.metrics.evidence_restore_wait_shortfalls.inc()
+                logger.warning(
+                    "Restored the %s record of %s/%s, but %s",
+                    written.kind,
+                    written.slug,
+                    written.execution,
+                    e,
+                )
+                continue
+            if answer == "written":
                 count += 1
                 self.metrics.evidence_restored.labels(record=written.kind).inc()
                 logger.warning(
@@ -239,24 +431,53 @@ class PrimaryWatch:
                     written.slug,
                     written.execution,
                 )
+            elif answer in ("owner_changed", "forgotten"):
+                skipped[answer] += 1
+                self.metrics.evidence_restore_skipped.labels(reason=answer).inc()
+                logger.info(
+                    "Did not restore the %s record of %s/%s: %s.",
+                    written.kind,
+                    written.slug,
+                    written.execution,
+                    "its records were forgotten since"
+                    if answer == "forgotten"
+                    else "the name belongs to another Execution now",
+                )
         logger.info(
-            "%d of %d recent evidence records were missing on the new primary, and restored.",
+            "%d of %d recent evidence records were missing on the new primary, and restored "
+            "(%d skipped: forgotten %d, owner changed %d; %d short of REDIS_MIN_REPLICAS).",
             count,
             len(entries),
+            sum(skipped.values()),
+            skipped["forgotten"],
+            skipped["owner_changed"],
+            shortfalls,
         )
         return count
 
-    async def _restore_one(self, written: Written) -> bool:
+    async def _restore_one(self, written: Written) -> Answer | Literal["unneeded"]:
+        kind, ours = written.kind, written.raw
         for _ in range(TRIES):
-            stored = await self.store.read_evidence(
-                kind=written.kind, slug=written.slug, execution=written.execution
-            )
-            new = restored(kind=written.kind, stored=stored, ours=written.raw)
+            stored = await self.store.read_evidence(kind=kind, slug=written.slug, execution=written.execution)
+            new = restored(kind=kind, stored=stored, ours=ours)
             if new is None:
-                return False
+                return "unneeded"
             answer = await self.store.replace_evidence(
-                kind=written.kind, slug=written.slug, execution=written.execution, expected=stored, new=new
+                kind=kind,
+                slug=written.slug,
+                execution=written.execution,
+                expected=stored,
+                new=new,
+                owner=written.owner,
             )
+            if answer == "retained" and kind == "journal":
+                # The execution was retained meanwhile: the journal's captures go into that record.
+                retained = await self.store.read_evidence(
+                    kind="retained", slug=written.slug, execution=written.execution
+                )
+                if retained is not None:
+                    kind, ours = "retained", journal_as_retained(ours, retained)
+                continue
             if answer != "changed":
-                return answer == "written"
-        return False  # Steps keep writing it: they hold it now; the next change tries again.
+                return answer
+        return "changed"  # Steps keep writing it: they hold it now; the next change tries again.

@@ -147,6 +147,37 @@ class Metrics:
             ["record"],  # startup|journal|retained
             registry=self.registry,
         )
+        self.evidence_restore_skipped = prometheus_client.Counter(
+            "agentihooks_swarm_evidence_restore_skipped",
+            "Evidence records not put back after a Redis failover, by reason: the name belongs to "
+            "another Execution now, its records were forgotten (records forget, retention), or the "
+            "topology's primary is not watched (counted once each time it is found so).",
+            ["reason"],  # owner_changed|forgotten|unwatched
+            registry=self.registry,
+        )
+        self.evidence_restore_wait_shortfalls = prometheus_client.Counter(
+            "agentihooks_swarm_evidence_restore_wait_shortfalls",
+            "Evidence records put back after a failover that fewer than REDIS_MIN_REPLICAS replicas "
+            "acknowledged in time (the restore went on with the next record).",
+            registry=self.registry,
+        )
+        self.recent_evidence_bytes = prometheus_client.Gauge(
+            "agentihooks_swarm_recent_evidence_bytes",
+            "Bytes of evidence the leader keeps from the last 5 minutes, to put back after a failover.",
+            registry=self.registry,
+        )
+        self.recent_evidence_dropped = prometheus_client.Counter(
+            "agentihooks_swarm_recent_evidence_dropped",
+            "Evidence records dropped from the failover memory before their 5 minutes, for its byte "
+            "bound (a failover then cannot put them back).",
+            registry=self.registry,
+        )
+        self.failover_watched = prometheus_client.Gauge(
+            "agentihooks_swarm_failover_watched",
+            "1 while the Redis primary is watched for failovers; 0 on a topology that is not "
+            "(Redis Cluster, or a Redis that refuses INFO).",
+            registry=self.registry,
+        )
         self.replica_waits = prometheus_client.Counter(
             "agentihooks_swarm_replica_waits",
             "Evidence writes waited on for REDIS_MIN_REPLICAS replicas (Redis WAIT), by result.",

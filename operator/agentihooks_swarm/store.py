@@ -38,10 +38,11 @@ import dataclasses
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 import pydantic
 import redis.asyncio.cluster
+import redis.cluster
 import redis.exceptions
 
 from agentihooks_swarm import errors, failover, metrics as metrics_, records, settings as settings_, topology
@@ -58,6 +59,16 @@ RETAINED: Final = "attempt-retained"
 RETENTION_INDEX: Final = "retention-index"
 #: Which Execution (by UID) an execution name's records belong to (additive, see records.Owner).
 OWNERS: Final = "execution-owners"
+#: Tombstones of forgotten lives (additive): ``NAME|UID`` (and ``NAME``, for records written
+#: without an owner) for each execution whose records ``records forget`` or the retention sweep
+#: removed, scored by when in ``forgotten-index``. A failover restore never writes a forgotten
+#: life's record back (:mod:`failover`).
+FORGOTTEN: Final = "forgotten"
+FORGOTTEN_INDEX: Final = "forgotten-index"
+#: How long a tombstone is kept: far past the restore's window (failover.SECONDS).
+TOMBSTONE_SECONDS: Final = 86_400
+#: Tombstones past their time removed by one forget or sweep, at most.
+_TOMBSTONES_PRUNED: Final = 100
 #: The hash of each kind of evidence a restore puts back (:mod:`failover`).
 _EVIDENCE: Final[dict[failover.Kind, str]] = {
     "startup": STARTUP_DIAGNOSTICS,
@@ -97,6 +108,31 @@ local function version_of(entry)
     return decoded['version']
   end
   return 0
+end
+"""
+
+#: KEYS[t], KEYS[t+1]: the tombstones and their index. Marks a forgotten life (see FORGOTTEN) and
+#: removes tombstones older than the horizon, a bounded batch at a time.
+_TOMBSTONE: Final = """
+local function owner_uid(owner)
+  if not owner then return '' end
+  local ok, decoded = pcall(cjson.decode, owner)
+  if ok and type(decoded) == 'table' and type(decoded['uid']) == 'string' then return decoded['uid'] end
+  return ''
+end
+local function tombstone(tombs, index, execution, owner, now, horizon, batch)
+  local uid = owner_uid(owner)
+  local marks = {execution}
+  if uid ~= '' then marks[2] = execution .. '|' .. uid end
+  for _, mark in ipairs(marks) do
+    redis.call('HSET', tombs, mark, now)
+    redis.call('ZADD', index, now, mark)
+  end
+  local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - horizon, 'LIMIT', 0, batch)
+  for _, mark in ipairs(old) do
+    redis.call('HDEL', tombs, mark)
+    redis.call('ZREM', index, mark)
+  end
 end
 """
 
@@ -150,11 +186,26 @@ return {1}
 """
 )
 
-#: A restore after Redis changed its primary (:mod:`failover`): compare-and-set on the stored value.
-#: KEYS: the record's hash, retained, journal, index. ARGV: execution, the value the restore read,
-#: the record to write, now, '1' when it read none, the record's kind. A journal entry is never
+#: A restore after Redis changed its primary (:mod:`failover`): compare-and-set on the stored value,
+#: and only for the life that wrote the record. KEYS: the record's hash, retained, journal, index,
+#: owners, tombstones. ARGV: execution, the value the restore read, the record to write, now, '1'
+#: when it read none, the record's kind, the owner claim (JSON) stored when the record was written
+#: ('' for none). The claim must still be the owner, or the name have none and that life (or, for a
+#: record written without an owner, the name) no tombstone: else 'owner_changed' or 'forgotten'.
+#: An owner claim missing on the new primary goes back with the record. A journal entry is never
 #: written beside a retained record; a restored retained record ends the journal entry, as a retain does.
-_RESTORE: Final = """
+_RESTORE: Final = (
+    _TOMBSTONE
+    + """
+local uid = owner_uid(ARGV[7])
+local owner = redis.call('HGET', KEYS[5], ARGV[1])
+if owner then
+  if owner_uid(owner) ~= uid or uid == '' then return 'owner_changed' end
+else
+  local mark = ARGV[1]
+  if uid ~= '' then mark = ARGV[1] .. '|' .. uid end
+  if redis.call('HEXISTS', KEYS[6], mark) == 1 then return 'forgotten' end
+end
 if ARGV[6] == 'journal' and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'retained' end
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
 if ARGV[5] == '1' then
@@ -162,11 +213,13 @@ if ARGV[5] == '1' then
 elseif stored ~= ARGV[2] then
   return 'changed'
 end
+if not owner and uid ~= '' then redis.call('HSET', KEYS[5], ARGV[1], ARGV[7]) end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
 if ARGV[6] == 'retained' then redis.call('HDEL', KEYS[3], ARGV[1]) end
 return 'written'
 """
+)
 
 #: KEYS: journal, retained. ARGV: execution. A journal entry left beside a retained record (a retain
 #: that failed after its write) goes; an entry of a cleanup in progress is never touched.
@@ -260,34 +313,56 @@ redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 return ARGV[2]
 """
 
-#: KEYS: index, journal, then every other hash of RECORDS. ARGV: execution, force ('1').
-#: Removes every record of the execution; refuses (-1) while a journal entry exists, unless forced.
-_FORGET: Final = """
-if ARGV[2] ~= '1' and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return -1 end
+#: KEYS: index, tombstones, their index, owners, journal, then every other hash of RECORDS. ARGV:
+#: execution, force ('1'), now, the tombstones' horizon, their batch. Removes every record of the
+#: execution and leaves its tombstone; refuses (-1) while a journal entry exists, unless forced.
+_FORGET: Final = (
+    _TOMBSTONE
+    + """
+if ARGV[2] ~= '1' and redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then return -1 end
+local owner = redis.call('HGET', KEYS[4], ARGV[1])
 local removed = 0
-for i = 2, #KEYS do removed = removed + redis.call('HDEL', KEYS[i], ARGV[1]) end
+for i = 4, #KEYS do removed = removed + redis.call('HDEL', KEYS[i], ARGV[1]) end
 redis.call('ZREM', KEYS[1], ARGV[1])
+tombstone(KEYS[2], KEYS[3], ARGV[1], owner, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
 return removed
 """
+)
 
-#: KEYS: index, journal, retained, then every swept hash. ARGV: cutoff, now, batch.
+#: KEYS: index, journal, tombstones, their index, owners, retained, then every other swept hash.
+#: ARGV: cutoff, now, batch, the tombstones' horizon, their batch.
 #: An execution with a journal entry (cleanup unfinished) or without a retained record (still
-#: running) is kept and looked at again one retention later; its index score moves to now.
-_SWEEP: Final = """
+#: running) is kept and looked at again one retention later; its index score moves to now. One
+#: removed leaves its tombstone, as a forget does.
+_SWEEP: Final = (
+    _TOMBSTONE
+    + """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 local removed, kept = 0, 0
 for _, execution in ipairs(due) do
-  if redis.call('HEXISTS', KEYS[2], execution) == 1 or redis.call('HEXISTS', KEYS[3], execution) == 0 then
+  if redis.call('HEXISTS', KEYS[2], execution) == 1 or redis.call('HEXISTS', KEYS[6], execution) == 0 then
     redis.call('ZADD', KEYS[1], ARGV[2], execution)
     kept = kept + 1
   else
-    for i = 3, #KEYS do redis.call('HDEL', KEYS[i], execution) end
+    local owner = redis.call('HGET', KEYS[5], execution)
+    for i = 5, #KEYS do redis.call('HDEL', KEYS[i], execution) end
     redis.call('ZREM', KEYS[1], execution)
+    tombstone(KEYS[3], KEYS[4], execution, owner, tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]))
     removed = removed + 1
   end
 end
 return {removed, kept, #due}
 """
+)
+
+
+_ANSWERS: Final[tuple[failover.Answer, ...]] = (
+    "written",
+    "changed",
+    "retained",
+    "owner_changed",
+    "forgotten",
+)
 
 #: Redirections while a slot moves or a cluster fails over: the write is sent again, this often.
 _REDIRECTED_TRIES: Final = 20
@@ -307,26 +382,76 @@ def key(prefix: str, slug: str, name: str) -> str:
 class Store:
     """Synchronous access for people and scripts; see the module docstring."""
 
-    def __init__(self, *, client: topology.SyncClient, prefix: str) -> None:
+    def __init__(
+        self,
+        *,
+        client: topology.SyncClient,
+        prefix: str,
+        durability: Durability | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.redis = client
         self.prefix = prefix
+        self.durability = durability or Durability()
+        self._clock = clock
 
     def key(self, slug: str, name: str) -> str:
         return key(self.prefix, slug, name)
 
     def forget(self, *, slug: str, execution: str, force: bool = False) -> int | None:
-        """Remove every record of ``execution`` (so its name can be used again): the count of
-        records removed, or None when its cleanup is unfinished (a journal entry) and not ``force``."""
-        keys = [key(self.prefix, slug, RETENTION_INDEX), self.key(slug, JOURNAL)]
-        keys += [self.key(slug, name) for name in RECORDS if name != JOURNAL]
-        removed = int(self.redis.eval(_FORGET, len(keys), *keys, execution, "1" if force else "0"))
+        """Remove every record of ``execution`` (so its name can be used again) and leave its
+        tombstone, which a failover restore honours: the count of records removed, or None when
+        its cleanup is unfinished (a journal entry) and not ``force``.
+
+        Durable like an evidence write (``REDIS_MIN_REPLICAS``): a failover must not bring back
+        a name whose new life has started. Fewer replicas in time raise
+        :class:`errors.NotDurable` (the records are removed on the primary).
+        """
+        keys = [
+            key(self.prefix, slug, RETENTION_INDEX),
+            self.key(slug, FORGOTTEN),
+            self.key(slug, FORGOTTEN_INDEX),
+            self.key(slug, OWNERS),
+            self.key(slug, JOURNAL),
+        ]
+        keys += [self.key(slug, name) for name in RECORDS if name not in (JOURNAL, OWNERS)]
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.eval(
+            _FORGET,
+            len(keys),
+            *keys,
+            execution,
+            "1" if force else "0",
+            self._clock(),
+            TOMBSTONE_SECONDS,
+            _TOMBSTONES_PRUNED,
+        )
+        # On a cluster WAIT would reach some node, not the one that owns the swarm's slot.
+        wanted = 0 if isinstance(self.redis, redis.cluster.RedisCluster) else self.durability.replicas
+        if wanted > 0:
+            pipe.execute_command("WAIT", wanted, int(self.durability.timeout_seconds * 1000))
+        replies = pipe.execute()
+        removed = int(replies[0])
+        if wanted > 0 and removed >= 0 and int(replies[1]) < wanted:
+            raise errors.NotDurable(
+                f"the records of {execution!r} were removed on the Redis primary, but {int(replies[1])} of "
+                f"{wanted} replicas acknowledged it (REDIS_MIN_REPLICAS); wait until the replicas are in "
+                "sync before using the name again"
+            )
         return None if removed < 0 else removed
 
 
 def connect(settings: settings_.Settings | None = None) -> Store:
     """Connect as the controller does, from its ``AGENTIHOOKS_SWARM_*`` environment."""
     settings = settings_.Settings.from_env() if settings is None else settings
-    return Store(client=topology.sync_client(settings), prefix=settings.key_prefix)
+    return Store(
+        client=topology.sync_client(settings),
+        prefix=settings.key_prefix,
+        durability=Durability(
+            replicas=settings.redis_min_replicas,
+            timeout_seconds=settings.redis_min_replicas_timeout_seconds,
+        ),
+    )
 
 
 @contextlib.contextmanager
@@ -452,7 +577,7 @@ class AsyncStore:
             if self.metrics is not None:
                 self.metrics.replica_waits.labels(result="acknowledged" if ok else "timeout").inc()
             if not ok:
-                raise errors.StoreUnavailable(
+                raise errors.NotDurable(
                     f"Redis: {acknowledged} of {self.durability.replicas} replicas acknowledged the "
                     f"write within {self.durability.timeout_seconds}s (REDIS_MIN_REPLICAS); it is not "
                     "durable yet"
@@ -528,13 +653,15 @@ class AsyncStore:
                 ("HSETNX", name, execution, raw),
                 ("ZADD", self._index(slug), self._clock(), execution),
                 ("HGET", name, execution),
+                ("HGET", self.key(slug, OWNERS), execution),
             ],
             durable=True,
         )
+        owner = replies[3] or ""
         if replies[0] or replies[2] is None:
-            self._note("startup", slug=slug, execution=execution, raw=raw)
+            self._note("startup", slug=slug, execution=execution, raw=raw, owner=owner)
             return record
-        self._note("startup", slug=slug, execution=execution, raw=str(replies[2]))
+        self._note("startup", slug=slug, execution=execution, raw=str(replies[2]), owner=owner)
         return records.load(records.StartupRecord, replies[2])
 
     async def read_attempt(self, *, slug: str, execution: str) -> AttemptRecords:
@@ -665,7 +792,8 @@ class AsyncStore:
                         journal.execution,
                         read,
                         raw,
-                    )
+                    ),
+                    ("HGET", self.key(slug, OWNERS), journal.execution),
                 ],
                 durable=True,
             )
@@ -678,7 +806,7 @@ class AsyncStore:
             raise errors.StaleWrite(
                 f"the cleanup-journal entry of {journal.execution} {what} since this step read it"
             )
-        self._note("journal", slug=slug, execution=journal.execution, raw=raw)
+        self._note("journal", slug=slug, execution=journal.execution, raw=raw, owner=replies[1] or "")
 
     async def retain(
         self, *, slug: str, retained: records.Retained, journal_version: int
@@ -714,19 +842,20 @@ class AsyncStore:
                     self._clock(),
                     journal_version,
                 ),
+                ("HGET", self.key(slug, OWNERS), retained.execution),
             ],
             durable=True,
         )
-        reply = replies[-1]
+        reply, owner = replies[-2], replies[-1] or ""
         if int(reply[0]) == 0:
-            self._note("retained", slug=slug, execution=retained.execution, raw=str(reply[1]))
+            self._note("retained", slug=slug, execution=retained.execution, raw=str(reply[1]), owner=owner)
             return records.load(records.Retained, reply[1])
         if int(reply[0]) != 1:
             raise errors.StaleWrite(
                 f"the cleanup-journal entry of {retained.execution} changed since this step read it; "
                 "nothing was retained"
             )
-        self._note("retained", slug=slug, execution=retained.execution, raw=raw)
+        self._note("retained", slug=slug, execution=retained.execution, raw=raw, owner=owner)
         return retained
 
     async def clear_journal(self, *, slug: str, execution: str) -> bool:
@@ -739,17 +868,23 @@ class AsyncStore:
 
     # --- after a failover (see :mod:`failover`) -----------------------------------------------------
 
-    def _note(self, kind: failover.Kind, *, slug: str, execution: str, raw: str) -> None:
+    def _note(self, kind: failover.Kind, *, slug: str, execution: str, raw: str, owner: str) -> None:
         if self.recent is not None:
-            self.recent.note(kind=kind, slug=slug, execution=execution, raw=raw)
+            self.recent.note(kind=kind, slug=slug, execution=execution, raw=raw, owner=owner)
 
     async def primary_id(self) -> str | None:
         """The primary's replication id (a promoted replica, or a primary started again, has a new
-        one); None when the server answering is not a primary, or on a cluster (not watched)."""
+        one); None when the server answering is not a primary. Raises :class:`errors.Unwatchable`
+        on a cluster (each slot has its own primary) or a Redis that refuses ``INFO``."""
         if isinstance(self.redis, redis.asyncio.cluster.RedisCluster):
-            return None
-        with _translated():
-            info = await self.redis.info("replication")
+            raise errors.Unwatchable("a Redis Cluster: each slot has its own primary")
+        try:
+            with _translated():
+                info = await self.redis.info("replication")
+        except errors.StoreUnavailable as e:
+            if isinstance(e.__cause__, redis.exceptions.ResponseError):
+                raise errors.Unwatchable(f"INFO replication is refused: {e}") from e
+            raise
         if info.get("role") != "master" or not info.get("master_replid"):
             return None
         return str(info["master_replid"])
@@ -761,11 +896,20 @@ class AsyncStore:
         return None if raw is None else str(raw)
 
     async def replace_evidence(
-        self, *, kind: failover.Kind, slug: str, execution: str, expected: str | None, new: str
-    ) -> Literal["written", "changed", "retained"]:
-        """Write ``new`` if the stored record is still ``expected`` (None: none), durably:
-        ``written``; ``changed`` when another write came first; ``retained`` for a journal entry
-        of an execution that is retained (none is written then)."""
+        self,
+        *,
+        kind: failover.Kind,
+        slug: str,
+        execution: str,
+        expected: str | None,
+        new: str,
+        owner: str,
+    ) -> failover.Answer:
+        """Write ``new`` if the stored record is still ``expected`` (None: none) and ``owner`` (the
+        name's owner claim when it was written) is still the owner or was never forgotten, durably
+        (``_RESTORE``): ``written``; ``changed`` when another write came first; ``retained`` for a
+        journal entry of an execution that is retained; ``owner_changed`` or ``forgotten`` when
+        the record's life is over (nothing is written then)."""
         listed: list[tuple[Any, ...]] = (
             [("SADD", f"{self.prefix}:swarms", slug)] if kind == "retained" else []
         )
@@ -776,28 +920,28 @@ class AsyncStore:
                 (
                     "EVAL",
                     _RESTORE,
-                    4,
+                    6,
                     self.key(slug, _EVIDENCE[kind]),
                     self.key(slug, RETAINED),
                     self.key(slug, JOURNAL),
                     self._index(slug),
+                    self.key(slug, OWNERS),
+                    self.key(slug, FORGOTTEN),
                     execution,
                     expected or "",
                     new,
                     self._clock(),
                     "1" if expected is None else "",
                     kind,
+                    owner,
                 ),
             ],
             durable=True,
         )
         answer = str(replies[-1])
-        if answer == "written":
-            return "written"
-        if answer == "changed":
-            return "changed"
-        if answer == "retained":
-            return "retained"
+        for known in _ANSWERS:
+            if answer == known:
+                return known
         raise errors.StoreUnavailable(f"Redis answered {answer!r} to a restore")
 
     # --- owners -----------------------------------------------------------------------------------
@@ -922,16 +1066,26 @@ class AsyncStore:
     async def sweep(self, *, slug: str, retention_seconds: float, batch: int = SWEEP_BATCH) -> Swept:
         """Remove at most ``batch`` executions of ``slug`` whose last write is older than the retention."""
         now = self._clock()
-        # The script reads KEYS[2] (journal) and KEYS[3] (retained) and removes from KEYS[3:].
+        # The script reads KEYS[2] (journal) and KEYS[6] (retained), and removes from KEYS[5:].
         keys = [
             self._index(slug),
             self.key(slug, JOURNAL),
+            self.key(slug, FORGOTTEN),
+            self.key(slug, FORGOTTEN_INDEX),
+            self.key(slug, OWNERS),
             self.key(slug, RETAINED),
-            *(self.key(slug, name) for name in SWEPT if name != RETAINED),
+            *(self.key(slug, name) for name in SWEPT if name not in (RETAINED, OWNERS)),
         ]
         with _translated():
             removed, kept, _ = await self.redis.eval(
-                _SWEEP, len(keys), *keys, now - retention_seconds, now, batch
+                _SWEEP,
+                len(keys),
+                *keys,
+                now - retention_seconds,
+                now,
+                batch,
+                TOMBSTONE_SECONDS,
+                _TOMBSTONES_PRUNED,
             )
         return Swept(removed=int(removed), kept=int(kept))
 

@@ -66,10 +66,10 @@ def sync_client(settings: settings_.Settings) -> SyncClient:
     if settings.redis_mode == "cluster":
         return redis.cluster.RedisCluster.from_url(settings.redis_url, **_options(settings, cluster=True))
     if settings.redis_mode == "sentinel":
-        sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
             settings.sentinel_addresses, sentinel_kwargs=_sentinel_options(settings)
         )
-        primary: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        primary: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call,unused-ignore]
             settings.redis_sentinel_master, **_options(settings)
         )
         return primary
@@ -83,7 +83,7 @@ def async_client(settings: settings_.Settings) -> AsyncClient:
             settings.redis_url, **_options(settings, cluster=True)
         )
     if settings.redis_mode == "sentinel":
-        sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
             settings.sentinel_addresses, sentinel_kwargs=_sentinel_options(settings)
         )
         primary: redis.asyncio.Redis = sentinel.master_for(

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from agentihooks_swarm import failover, metrics, records, settings, store as store_
+from agentihooks_swarm import errors, failover, metrics, records, settings, store as store_
 from tests.support.redis_sentinel import SentinelTopology
 
 pytestmark = pytest.mark.integration
@@ -74,7 +74,9 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: Se
     collector = metrics.Metrics()
     async with store_.open_store(config, metrics=collector) as store:
         assert store.recent is not None
-        watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, interval=0.1)
+        watch = failover.PrimaryWatch(
+            store=store, recent=store.recent, metrics=collector, holds=lambda: True, interval=0.1
+        )
         assert await watch.check() == 0  # The primary as it is: nothing to restore.
 
         topology.relay.hold()  # From here the replica misses every write.
@@ -139,3 +141,263 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: Se
         assert direct.hget(store.key(SLUG, store_.JOURNAL), "e3") is None
         assert restored_count(collector) == {"startup": 1.0, "journal": 1.0, "retained": 1.0}
         direct.close()
+
+
+def owner(uid: str) -> records.Owner:
+    return records.Owner(uid=uid, namespace="team", at="2026-12-04T00:00:00Z")
+
+
+async def until_answered(watch: failover.PrimaryWatch) -> int:
+    """Look until the store's connections have found the new primary through Sentinel."""
+    for _ in range(100):
+        count = await watch.check()
+        if count is not None:
+            return count
+        await asyncio.sleep(0.1)
+    raise AssertionError("the watch never reached the new primary")
+
+
+def sentinel_settings(topology: SentinelTopology) -> settings.Settings:
+    return settings.Settings(
+        redis_mode="sentinel",
+        redis_sentinels=topology.addresses,
+        redis_min_replicas=0,
+        redis_timeout_seconds=3,
+    )
+
+
+async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: SentinelTopology) -> None:
+    """The step that wrote the capture, retried on the lagging new primary, finds its Pod gone and
+    retains it without the capture, through the same process: the capture still comes back."""
+    collector = metrics.Metrics()
+    async with store_.open_store(sentinel_settings(topology), metrics=collector) as store:
+        assert store.recent is not None
+        watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
+        assert await watch.check() == 0
+        assert await store.claim(slug=SLUG, execution="e1", owner=owner("uid-1")) == owner("uid-1")
+        pinned = await store.pin_journal(
+            slug=SLUG,
+            journal=records.Journal(
+                execution="e1",
+                generation=1,
+                pinned=records.Objects(pods=[records.PinnedObject(name="p1", uid="u1")]),
+            ),
+        )
+        assert isinstance(pinned, records.Journal)
+        await asyncio.to_thread(topology.wait_in_sync)  # The replica has the pin, not what follows.
+
+        topology.relay.hold()
+        pinned.pinned.pods[0].startup = capture("the refusal")
+        pinned.pinned.pods[0].sent = True
+        await store.save_journal(slug=SLUG, journal=pinned)  # Acknowledged by the primary alone.
+        old = await asyncio.to_thread(topology.kill_primary)
+        await asyncio.to_thread(topology.wait_promoted, old=old)
+
+        # The step again, before the watch looks: it reads the lagging entry (no capture, not
+        # sent), finds the Pod gone, and retains it absent.
+        for _ in range(100):
+            try:
+                lagging = await store.read_journal(slug=SLUG, execution="e1")
+                break
+            except errors.StoreUnavailable:
+                await asyncio.sleep(0.1)
+        assert lagging is not None and lagging.version == 1 and lagging.pinned.pods[0].startup is None
+        lagging.removed.pods.append(records.RemovedObject(name="p1", uid="u1", outcome="absent"))
+        await store.save_journal(slug=SLUG, journal=lagging)
+        await store.retain(slug=SLUG, retained=retained_e1(lagging.removed.pods), journal_version=2)
+        stored = await store.read_retained(slug=SLUG, execution="e1")
+        assert stored is not None and stored.removed.pods[0].startup is None  # The loss is real.
+
+        assert await until_answered(watch) == 1
+        kept = await store.read_retained(slug=SLUG, execution="e1")
+        assert kept is not None
+        [pod] = kept.removed.pods
+        assert (pod.outcome, pod.startup) == ("absent", capture("the refusal"))
+        assert await store.read_journal(slug=SLUG, execution="e1") is None
+        assert restored_count(collector) == {"retained": 1.0}
+
+
+def retained_e1(pods: list[records.RemovedObject]) -> records.Retained:
+    return records.Retained(
+        execution="e1",
+        final=records.FinalRecord(
+            execution="e1", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
+        ),
+        watermark=0,
+        archived=True,
+        removed=records.RemovedObjects(pods=pods),
+    )
+
+
+async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
+    topology: SentinelTopology,
+) -> None:
+    """Two operator replicas: the one that led before (its writes replicated) and the leader now
+    (its writes lost). Only the leader restores, each record once; what another writer stored on
+    the new primary meanwhile stays, with the captures it lacked added."""
+    config = sentinel_settings(topology)
+    leading = {"a": False, "b": True}
+    metrics_a, metrics_b = metrics.Metrics(), metrics.Metrics()
+    async with (
+        store_.open_store(config, metrics=metrics_a) as a,
+        store_.open_store(config, metrics=metrics_b) as b,
+    ):
+        assert a.recent is not None and b.recent is not None
+        watch_a = failover.PrimaryWatch(
+            store=a, recent=a.recent, metrics=metrics_a, holds=lambda: leading["a"]
+        )
+        watch_b = failover.PrimaryWatch(
+            store=b, recent=b.recent, metrics=metrics_b, holds=lambda: leading["b"]
+        )
+        # b leads first; what it writes reaches the replica.
+        await b.claim(slug=SLUG, execution="e0", owner=owner("uid-0"))
+        await b.record_startup(
+            slug=SLUG,
+            execution="e0",
+            record=records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture")),
+        )
+        await asyncio.to_thread(topology.wait_in_sync)
+        leading.update(a=True, b=False)  # a takes the Lease.
+        assert await watch_a.check() == 0 and await watch_b.check() == 0
+        assert len(b.recent) == 0  # A replica without the Lease keeps nothing.
+        await b.record_startup(  # Even what it writes late (a step finishing as it loses the Lease).
+            slug=SLUG,
+            execution="e0",
+            record=records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture")),
+        )
+
+        topology.relay.hold()
+        for execution in ("e1", "e2", "e3"):
+            await a.claim(slug=SLUG, execution=execution, owner=owner(f"uid-{execution}"))
+        launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
+        await a.record_startup(slug=SLUG, execution="e1", record=launch)
+        entry = await a.pin_journal(
+            slug=SLUG,
+            journal=records.Journal(
+                execution="e2",
+                generation=1,
+                pinned=records.Objects(
+                    pods=[
+                        records.PinnedObject(name="p2", uid="u2"),
+                        records.PinnedObject(name="q2", uid="v2"),
+                    ]
+                ),
+            ),
+        )
+        assert isinstance(entry, records.Journal)
+        entry.pinned.pods[0].startup = capture("cleanup refusal")
+        entry.pinned.pods[0].sent = True
+        await a.save_journal(slug=SLUG, journal=entry)
+        entry.removed.pods.append(
+            records.RemovedObject(name="p2", uid="u2", outcome="deleted", startup=capture("cleanup refusal"))
+        )
+        await a.save_journal(slug=SLUG, journal=entry)  # Version 3 on the old primary.
+        await a.pin_journal(
+            slug=SLUG,
+            journal=records.Journal(
+                execution="e3",
+                generation=1,
+                pinned=records.Objects(pods=[records.PinnedObject(name="p3", uid="u3")]),
+            ),
+        )
+        done = records.Retained(
+            execution="e3",
+            final=records.FinalRecord(
+                execution="e3", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
+            ),
+            watermark=0,
+            archived=True,
+            removed=records.RemovedObjects(
+                pods=[
+                    records.RemovedObject(name="p3", uid="u3", outcome="deleted", startup=capture("retained"))
+                ]
+            ),
+        )
+        await a.retain(slug=SLUG, retained=done, journal_version=1)
+
+        old = await asyncio.to_thread(topology.kill_primary)
+        new = await asyncio.to_thread(topology.wait_promoted, old=old)
+        direct = redis.Redis(port=new.port, decode_responses=True)
+        assert direct.hget(a.key(SLUG, store_.STARTUP_DIAGNOSTICS), "e1") is None  # The loss is real.
+        assert direct.hget(a.key(SLUG, store_.OWNERS), "e1") is None
+        # Another writer on the new primary: it pinned e2 afresh (version 1) and went on (version 2),
+        # sending the delete of q2 and finding p2 gone; no capture, since p2 was deleted already.
+        theirs = records.Journal(
+            version=2,
+            execution="e2",
+            generation=1,
+            pinned=records.Objects(
+                pods=[
+                    records.PinnedObject(name="p2", uid="u2"),
+                    records.PinnedObject(name="q2", uid="v2", sent=True),
+                ]
+            ),
+            removed=records.RemovedObjects(
+                pods=[records.RemovedObject(name="p2", uid="u2", outcome="absent")]
+            ),
+        )
+        direct.hset(a.key(SLUG, store_.OWNERS), "e2", records.dump(owner("uid-e2")))
+        direct.hset(a.key(SLUG, store_.JOURNAL), "e2", records.dump(theirs))
+
+        assert await until_answered(watch_b) == 0  # Not the leader: restores nothing.
+        assert await until_answered(watch_a) == 3
+        assert await watch_a.check() == 0  # Once: the same primary again restores nothing.
+        assert restored_count(metrics_a) == {"startup": 1.0, "journal": 1.0, "retained": 1.0}
+        assert restored_count(metrics_b) == {}
+
+        assert await a.read_startup(slug=SLUG, execution="e1") == launch
+        for execution in ("e1", "e3"):  # The owner claims went back with the records.
+            assert await a.owner(slug=SLUG, execution=execution) == owner(f"uid-{execution}")
+        merged = await a.read_journal(slug=SLUG, execution="e2")
+        assert merged is not None and merged.version == 3
+        assert [(p.uid, p.sent, p.startup) for p in merged.pinned.pods] == [
+            ("u2", None, capture("cleanup refusal")),
+            ("v2", True, None),
+        ]
+        assert [(p.uid, p.outcome, p.startup) for p in merged.removed.pods] == [
+            ("u2", "absent", capture("cleanup refusal"))
+        ]
+        kept = await a.read_retained(slug=SLUG, execution="e3")
+        assert kept == done
+        direct.close()
+
+
+async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology: SentinelTopology) -> None:
+    """``records forget`` leaves a tombstone, and a name's new owner is another life: the records
+    an earlier life wrote stay gone, though the process that wrote them still holds them."""
+    config = sentinel_settings(topology)
+    collector = metrics.Metrics()
+    async with store_.open_store(config, metrics=collector) as store:
+        assert store.recent is not None
+        watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
+        assert await watch.check() == 0
+        for execution in ("e1", "e2"):
+            await store.claim(slug=SLUG, execution=execution, owner=owner(f"old-{execution}"))
+            await store.record_startup(
+                slug=SLUG,
+                execution=execution,
+                record=records.StartupRecord(pod="p", uid="u", labels={}, startup=capture("old life")),
+            )
+        people = store_.connect(config)
+        for execution in ("e1", "e2"):
+            assert people.forget(slug=SLUG, execution=execution) == 2  # The owner claim and the capture.
+        # e2 is applied again: its new life claims the name.
+        await store.claim(slug=SLUG, execution="e2", owner=owner("new-e2"))
+        await asyncio.to_thread(topology.wait_in_sync)
+
+        old = await asyncio.to_thread(topology.kill_primary)
+        await asyncio.to_thread(topology.wait_promoted, old=old)
+        assert await until_answered(watch) == 0
+        for execution in ("e1", "e2"):
+            assert await store.read_startup(slug=SLUG, execution=execution) is None
+        assert await store.owner(slug=SLUG, execution="e1") is None
+        assert await store.owner(slug=SLUG, execution="e2") == owner("new-e2")
+        skipped = {
+            s.labels["reason"]: s.value
+            for family in collector.registry.collect()
+            if family.name == "agentihooks_swarm_evidence_restore_skipped"
+            for s in family.samples
+            if s.name.endswith("_total")
+        }
+        assert skipped == {"forgotten": 1.0, "owner_changed": 1.0}
+        people.redis.close()

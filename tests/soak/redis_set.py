@@ -131,7 +131,7 @@ class SentinelSet:
             port=port, socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True
         )
         try:
-            found = not_a_primary(client.execute_command("ROLE"))  # type: ignore[no-untyped-call]
+            found = not_a_primary(client.execute_command("ROLE"))  # type: ignore[no-untyped-call,unused-ignore]
         except BaseException:
             client.close()
             raise
@@ -142,10 +142,10 @@ class SentinelSet:
 
     def client(self, *, timeout: float = 2.0) -> redis.Redis:
         """A client of the current primary, found through the Sentinels (as the operator finds it)."""
-        sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
             [(s.host, s.port) for s in self.sentinels], sentinel_kwargs={"socket_timeout": timeout}
         )
-        primary: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        primary: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call,unused-ignore]
             MASTER, socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True
         )
         return primary

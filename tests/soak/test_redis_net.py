@@ -33,8 +33,8 @@ def rig() -> Iterator[tuple[SentinelSet, RedisNet]]:
 def _client(net: RedisNet, name: str) -> redis.Redis:
     """An operator's view: redis-py's Sentinel client on that operator's Sentinel proxies."""
     addresses = [(a.split(":")[0], int(a.split(":")[1])) for a in net.sentinel_addresses(name).split(",")]
-    sentinel = redis.sentinel.Sentinel(addresses, sentinel_kwargs={"socket_timeout": 1})  # type: ignore[no-untyped-call]
-    client: redis.Redis = sentinel.master_for(MASTER, socket_timeout=1, socket_connect_timeout=1)  # type: ignore[no-untyped-call]
+    sentinel = redis.sentinel.Sentinel(addresses, sentinel_kwargs={"socket_timeout": 1})  # type: ignore[no-untyped-call,unused-ignore]
+    client: redis.Redis = sentinel.master_for(MASTER, socket_timeout=1, socket_connect_timeout=1)  # type: ignore[no-untyped-call,unused-ignore]
     return client
 
 
@@ -119,11 +119,11 @@ def test_the_checker_reads_the_agreed_primary_not_a_killed_one_started_again() -
                 assert time.monotonic() < deadline, redis_set.describe()
                 time.sleep(0.2)
         assert new.set("written-after-the-failover", "1")
-        assert new.execute_command("WAIT", 1, 2000) >= 1  # type: ignore[no-untyped-call]
+        assert new.execute_command("WAIT", 1, 2000) >= 1  # type: ignore[no-untyped-call,unused-ignore]
         old.start()
 
         returned = redis.Redis(port=old.port, socket_timeout=2, decode_responses=True)
-        role = returned.execute_command("ROLE")  # type: ignore[no-untyped-call]
+        role = returned.execute_command("ROLE")  # type: ignore[no-untyped-call,unused-ignore]
         assert role[0] == "master", role
         assert returned.get("written-after-the-failover") is None
         assert not_a_primary(role) == "a primary with no replica in sync"
@@ -139,8 +139,8 @@ def test_the_checker_reads_the_agreed_primary_not_a_killed_one_started_again() -
 def test_a_replica_is_not_read_as_the_primary() -> None:
     with SentinelSet() as redis_set:
         replica = redis_set.replicas()[0]
-        role = redis.Redis(port=replica.port, socket_timeout=2).execute_command("ROLE")  # type: ignore[no-untyped-call]
+        role = redis.Redis(port=replica.port, socket_timeout=2).execute_command("ROLE")  # type: ignore[no-untyped-call,unused-ignore]
         assert not_a_primary(role) == "a slave"
         primary = redis_set.agreed_primary()
-        assert not_a_primary(primary.execute_command("ROLE")) is None  # type: ignore[no-untyped-call]
+        assert not_a_primary(primary.execute_command("ROLE")) is None  # type: ignore[no-untyped-call,unused-ignore]
         primary.close()

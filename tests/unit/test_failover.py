@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from agentihooks_swarm import failover, records
 
+A = records.dump(records.Owner(uid="uid-a", namespace="ns", at="2026-12-04T00:00:00Z"))
+B = records.dump(records.Owner(uid="uid-b", namespace="ns", at="2026-12-04T01:00:00Z"))
+
 
 class Clock:
     def __init__(self) -> None:
@@ -21,6 +24,10 @@ def capture(line: str) -> records.StartupCapture:
     )
 
 
+def startup(line: str) -> str:
+    return records.dump(records.StartupRecord(pod="p", uid="u", labels={}, startup=capture(line)))
+
+
 def retained(pods: list[records.RemovedObject], *, watermark: int = 0) -> str:
     return records.dump(
         records.Retained(
@@ -35,47 +42,131 @@ def retained(pods: list[records.RemovedObject], *, watermark: int = 0) -> str:
     )
 
 
-def journal(version: int, pods: list[records.PinnedObject]) -> str:
+def journal(
+    version: int, pods: list[records.PinnedObject], removed: list[records.RemovedObject] | None = None
+) -> str:
     return records.dump(
-        records.Journal(version=version, execution="e1", generation=1, pinned=records.Objects(pods=pods))
+        records.Journal(
+            version=version,
+            execution="e1",
+            generation=1,
+            pinned=records.Objects(pods=pods),
+            removed=records.RemovedObjects(pods=removed or []),
+        )
     )
 
 
-def test_recent_keeps_the_latest_record_of_each_kind_and_execution() -> None:
-    recent = failover.Recent(clock=Clock())
-    recent.note(kind="journal", slug="s", execution="e1", raw="v1")
-    recent.note(kind="journal", slug="s", execution="e1", raw="v2")
-    recent.note(kind="startup", slug="s", execution="e1", raw="capture")
-    assert [(w.kind, w.raw) for w in recent.entries()] == [("journal", "v2"), ("startup", "capture")]
-    assert recent.bytes == len("v2") + len("capture")
+def kept(recent: failover.Recent, kind: failover.Kind) -> str:
+    [written] = [w for w in recent.entries() if w.kind == kind]
+    return written.raw
 
 
-def test_a_retained_record_ends_its_journal_entry() -> None:
+# --- what a process keeps -------------------------------------------------------------------------
+
+
+def test_recent_keeps_one_record_of_each_kind_and_execution_and_counts_bytes() -> None:
     recent = failover.Recent(clock=Clock())
-    recent.note(kind="journal", slug="s", execution="e1", raw="entry")
-    recent.note(kind="journal", slug="s", execution="e2", raw="other")
-    recent.note(kind="retained", slug="s", execution="e1", raw="done")
+    recent.note(kind="journal", slug="s", execution="e1", raw=journal(1, []), owner=A)
+    recent.note(kind="journal", slug="s", execution="e1", raw=journal(2, []), owner=A)
+    recent.note(kind="startup", slug="s", execution="e1", raw=startup("é"), owner=A)
+    assert [(w.kind, w.uid) for w in recent.entries()] == [("journal", "uid-a"), ("startup", "uid-a")]
+    assert records.load(records.Journal, kept(recent, "journal")).version == 2
+    # Bytes, not characters: "é" is two.
+    assert recent.bytes == sum(len(w.raw.encode()) + len(A.encode()) for w in recent.entries())
+    assert recent.bytes > sum(len(w.raw) + len(A) for w in recent.entries())
+    assert len(recent) == 2
+
+
+def test_a_later_copy_with_fewer_captures_never_replaces_them() -> None:
+    # The step saved the capture; after a failover it read the lagging journal, found the Pod gone
+    # and saved it absent without the capture: what is kept holds both.
+    recent = failover.Recent(clock=Clock())
+    good = journal(2, [records.PinnedObject(name="p1", uid="u1", sent=True, startup=capture("refused"))])
+    stale = journal(
+        2,
+        [records.PinnedObject(name="p1", uid="u1", sent=True)],
+        [records.RemovedObject(name="p1", uid="u1", outcome="absent_after_send")],
+    )
+    recent.note(kind="journal", slug="s", execution="e1", raw=good, owner=A)
+    recent.note(kind="journal", slug="s", execution="e1", raw=stale, owner=A)
+    entry = records.load(records.Journal, kept(recent, "journal"))
+    assert entry.pinned.pods[0].startup == capture("refused")
+    assert entry.removed.pods[0].startup == capture("refused")
+    assert entry.removed.pods[0].outcome == "absent_after_send"  # The later copy's progress stays.
+
+
+def test_a_retain_takes_the_journals_captures_with_it_and_ends_the_entry() -> None:
+    recent = failover.Recent(clock=Clock())
+    recent.note(
+        kind="journal",
+        slug="s",
+        execution="e1",
+        raw=journal(3, [records.PinnedObject(name="p1", uid="u1", sent=True, startup=capture("refused"))]),
+        owner=A,
+    )
+    recent.note(kind="journal", slug="s", execution="e2", raw=journal(1, []), owner=A)
+    # The retain came from a re-pinned entry that found no Pod at all.
+    recent.note(kind="retained", slug="s", execution="e1", raw=retained([]), owner=A)
     assert [(w.kind, w.execution) for w in recent.entries()] == [("journal", "e2"), ("retained", "e1")]
+    [pod] = records.load(records.Retained, kept(recent, "retained")).removed.pods
+    assert (pod.uid, pod.outcome, pod.startup) == ("u1", "absent_after_send", capture("refused"))
 
 
-def test_recent_forgets_by_age_and_by_bytes() -> None:
+def test_a_new_life_replaces_what_an_earlier_one_wrote_under_the_name() -> None:
+    recent = failover.Recent(clock=Clock())
+    old = retained([records.RemovedObject(name="p1", uid="u1", outcome="deleted", startup=capture("old"))])
+    recent.note(kind="retained", slug="s", execution="e1", raw=old, owner=A)
+    new = retained([records.RemovedObject(name="p2", uid="u2", outcome="deleted")])
+    recent.note(kind="retained", slug="s", execution="e1", raw=new, owner=B)
+    [written] = recent.entries()
+    assert written.uid == "uid-b" and written.raw == new
+
+
+def test_a_launch_capture_kept_is_the_first() -> None:
+    recent = failover.Recent(clock=Clock())
+    recent.note(kind="startup", slug="s", execution="e1", raw=startup("first"), owner=A)
+    recent.note(kind="startup", slug="s", execution="e1", raw=startup("second"), owner=A)
+    assert kept(recent, "startup") == startup("first")
+
+
+def test_recent_forgets_by_age_and_by_bytes_and_on_clear() -> None:
     clock = Clock()
-    recent = failover.Recent(seconds=60, max_bytes=10, clock=clock)
-    recent.note(kind="startup", slug="s", execution="old", raw="aaaa")
+    one = len(startup("x").encode())
+    recent = failover.Recent(seconds=60, max_bytes=2 * one, clock=clock)
+    recent.note(kind="startup", slug="s", execution="old", raw=startup("x"))
     clock.now += 61
-    recent.note(kind="startup", slug="s", execution="a", raw="bbbb")
+    recent.note(kind="startup", slug="s", execution="a", raw=startup("x"))
     assert [w.execution for w in recent.entries()] == ["a"]
     assert recent.dropped == 0  # Aged out: not counted as dropped.
-    recent.note(kind="startup", slug="s", execution="b", raw="cccc")
-    recent.note(kind="startup", slug="s", execution="c", raw="dddd")  # 12 bytes: the oldest goes.
+    recent.note(kind="startup", slug="s", execution="b", raw=startup("x"))
+    recent.note(kind="startup", slug="s", execution="c", raw=startup("x"))  # Over the bound.
     assert [w.execution for w in recent.entries()] == ["b", "c"]
-    assert recent.dropped == 1 and recent.bytes == 8
+    assert recent.dropped == 1 and recent.bytes == 2 * one
+    recent.clear()
+    assert recent.entries() == [] and recent.bytes == 0
+
+
+def test_a_record_this_version_cannot_read_is_kept_as_written() -> None:
+    recent = failover.Recent(clock=Clock())
+    recent.note(kind="journal", slug="s", execution="e1", raw="not json")
+    recent.note(kind="retained", slug="s", execution="e1", raw="nor this")
+    assert [(w.kind, w.raw) for w in recent.entries()] == [("retained", "nor this")]
+
+
+def test_owner_uid_reads_the_claim() -> None:
+    assert failover.owner_uid(A) == "uid-a"
+    assert failover.owner_uid("") == ""
+    assert failover.owner_uid("garbage") == ""
+
+
+# --- the restore's merge: one test per rule -----------------------------------------------------
 
 
 def test_a_missing_record_is_written_and_a_stored_launch_capture_is_kept() -> None:
     assert failover.restored(kind="startup", stored=None, ours="x") == "x"
     assert failover.restored(kind="startup", stored="an earlier capture", ours="x") is None
     assert failover.restored(kind="retained", stored=None, ours="x") == "x"
+    assert failover.restored(kind="journal", stored=None, ours="x") == "x"
 
 
 def test_a_retained_record_gets_the_captures_it_lacks_and_keeps_the_rest() -> None:
@@ -104,43 +195,91 @@ def test_a_retained_record_gets_the_captures_it_lacks_and_keeps_the_rest() -> No
     assert failover.restored(kind="retained", stored=other, ours=ours) is None
 
 
-def test_an_older_journal_entry_is_replaced_and_a_newer_one_gets_the_captures_it_lacks() -> None:
-    pod = records.PinnedObject(name="p1", uid="u1", sent=True, startup=capture("the refusal"))
-    ours = journal(3, [pod])
-    assert (
-        failover.restored(
-            kind="journal", stored=journal(2, [pod.model_copy(update={"startup": None})]), ours=ours
-        )
-        == ours
-    )
-    assert failover.restored(kind="journal", stored=ours, ours=ours) is None
-    # A step on the new primary went past ours from an older entry: it keeps its own, one version
-    # on (its next compare-and-set fails and it reads again), with our capture added.
-    newer = journal(5, [records.PinnedObject(name="p1", uid="u1", sent=True)])
-    merged = failover.restored(kind="journal", stored=newer, ours=ours)
-    assert merged is not None
-    entry = records.load(records.Journal, merged)
-    assert entry.version == 6 and entry.pinned.pods[0].startup == capture("the refusal")
-
-
-def test_an_older_stored_journal_entry_keeps_the_captures_it_took() -> None:
-    # A step on the new primary captured p2 from an entry older than ours; ours captured p1.
+def test_pinned_gets_a_capture_ours_took_in_either_list() -> None:
     ours = journal(
         4,
-        [
-            records.PinnedObject(name="p1", uid="u1", startup=capture("first")),
-            records.PinnedObject(name="p2", uid="u2"),
-        ],
+        [records.PinnedObject(name="p1", uid="u1", sent=True)],
+        [records.RemovedObject(name="p1", uid="u1", outcome="deleted", startup=capture("refused"))],
     )
+    stored = journal(2, [records.PinnedObject(name="p1", uid="u1")])
+    merged = failover.restored(kind="journal", stored=stored, ours=ours)
+    assert merged is not None
+    entry = records.load(records.Journal, merged)
+    assert entry.pinned.pods[0].startup == capture("refused")
+    assert entry.pinned.pods[0].sent is None  # The stored entry's own flags stay.
+
+
+def test_removed_gets_a_capture_ours_took_while_it_was_pinned() -> None:
+    # The restore of a journal used to copy a capture into pinned only, and the retain copies
+    # removed: the capture was lost on the way.
+    ours = journal(3, [records.PinnedObject(name="p1", uid="u1", sent=True, startup=capture("refused"))])
     stored = journal(
-        3,
-        [
-            records.PinnedObject(name="p1", uid="u1"),
-            records.PinnedObject(name="p2", uid="u2", sent=True, startup=capture("second")),
-        ],
+        5,
+        [records.PinnedObject(name="p1", uid="u1", sent=True)],
+        [records.RemovedObject(name="p1", uid="u1", outcome="absent_after_send")],
     )
     merged = failover.restored(kind="journal", stored=stored, ours=ours)
     assert merged is not None
     entry = records.load(records.Journal, merged)
-    assert entry.version == 4
-    assert [p.startup for p in entry.pinned.pods] == [capture("first"), capture("second")]
+    assert entry.pinned.pods[0].startup == capture("refused")
+    assert entry.removed.pods[0].startup == capture("refused")
+    assert entry.removed.pods[0].outcome == "absent_after_send"
+
+
+def test_versions_from_two_histories_never_replace_the_stored_entry() -> None:
+    # Ours has the higher version, but the stored entry was written by another writer after the
+    # failover: its sent flags and outcomes stay, ours only adds what it lacks.
+    ours = journal(
+        9,
+        [
+            records.PinnedObject(name="p1", uid="u1", startup=capture("refused")),
+            records.PinnedObject(name="p2", uid="u2"),
+        ],
+    )
+    stored = journal(
+        2,
+        [
+            records.PinnedObject(name="p1", uid="u1", sent=True),
+            records.PinnedObject(name="p2", uid="u2", sent=True),
+        ],
+        [records.RemovedObject(name="p2", uid="u2", outcome="deleted")],
+    )
+    merged = failover.restored(kind="journal", stored=stored, ours=ours)
+    assert merged is not None
+    entry = records.load(records.Journal, merged)
+    assert entry.version == 3  # One past the stored entry: a step that read it reads again.
+    assert [(p.uid, p.sent) for p in entry.pinned.pods] == [("u1", True), ("u2", True)]
+    assert entry.pinned.pods[0].startup == capture("refused")
+    assert [(p.uid, p.outcome) for p in entry.removed.pods] == [("u2", "deleted")]
+    # Nothing lacks: nothing to write, whatever the versions.
+    assert failover.restored(kind="journal", stored=merged, ours=ours) is None
+
+
+def test_objects_only_ours_lists_are_added() -> None:
+    # The stored entry was pinned again after the Pod was gone: it lists nothing.
+    ours = journal(
+        3,
+        [records.PinnedObject(name="p1", uid="u1", sent=True, startup=capture("refused"))],
+        [records.RemovedObject(name="p1", uid="u1", outcome="deleted", startup=capture("refused"))],
+    )
+    merged = failover.restored(kind="journal", stored=journal(1, []), ours=ours)
+    assert merged is not None
+    entry = records.load(records.Journal, merged)
+    assert [p.uid for p in entry.pinned.pods] == ["u1"] and [p.uid for p in entry.removed.pods] == ["u1"]
+    assert entry.removed.pods[0].startup == capture("refused")
+
+
+def test_a_journal_entry_becomes_what_a_retain_takes() -> None:
+    entry = journal(
+        4,
+        [
+            records.PinnedObject(name="p1", uid="u1", sent=True, startup=capture("one")),
+            records.PinnedObject(name="p2", uid="u2", startup=capture("two")),
+            records.PinnedObject(name="p3", uid="u3"),
+        ],
+        [records.RemovedObject(name="p1", uid="u1", outcome="deleted", startup=capture("one"))],
+    )
+    shape = retained([], watermark=5)
+    record = records.load(records.Retained, failover.journal_as_retained(entry, shape))
+    assert record.watermark == 5
+    assert [(p.uid, p.outcome) for p in record.removed.pods] == [("u1", "deleted"), ("u2", "absent")]

@@ -7,21 +7,27 @@ writes a launch capture, a journal entry with a capture and a retained record (a
 primary alone: ``REDIS_MIN_REPLICAS=0``, the one way to make an acknowledged write miss the
 replica that is promoted every time), the primary is killed and Sentinel promotes the replica.
 
-The test first reads the new primary and finds every record missing (the loss is real), and a
+The first test reads the new primary and finds every record missing (the loss is real), and a
 retained record a step wrote there without the capture. Then one look of the primary watch puts
-each record back, the retained one with the capture added to what the step wrote.
+each record back, the retained one with the capture added to what the step wrote. The others hold
+the restore to what makes it safe (docs/redis.md): a stale step in the same process never costs
+the capture; only the leader restores, each record once, and another writer's progress stays; a
+forgotten or replaced life is never put back; a topology the watch cannot follow is said.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from agentihooks_swarm import errors, failover, metrics, records, settings, store as store_
+from tests.support.redis_cluster import ClusterTopology
 from tests.support.redis_sentinel import SentinelTopology
+from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -401,3 +407,48 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology
         }
         assert skipped == {"forgotten": 1.0, "owner_changed": 1.0}
         people.redis.close()
+
+
+def watched(collector: metrics.Metrics) -> tuple[float, float]:
+    """``failover_watched`` and ``evidence_restore_skipped_total{reason="unwatched"}``."""
+    gauge = skipped = 0.0
+    for family in collector.registry.collect():
+        for s in family.samples:
+            if s.name == "agentihooks_swarm_failover_watched":
+                gauge = s.value
+            if (
+                s.name == "agentihooks_swarm_evidence_restore_skipped_total"
+                and s.labels["reason"] == "unwatched"
+            ):
+                skipped = s.value
+    return gauge, skipped
+
+
+@pytest.mark.parametrize("topology_kind", ["cluster", "info refused"])
+async def test_a_topology_the_watch_cannot_follow_is_said_not_skipped_silently(
+    topology_kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with contextlib.ExitStack() as stack:
+        if topology_kind == "cluster":
+            cluster = stack.enter_context(ClusterTopology())
+            config = settings.Settings(redis_mode="cluster", redis_url=cluster.url, redis_timeout_seconds=3)
+        else:
+            server = RedisServer()
+            server.start()
+            stack.callback(server.close)
+            admin = redis.Redis(port=server.port)
+            admin.execute_command("ACL", "SETUSER", "default", "-info")  # type: ignore[no-untyped-call,unused-ignore]
+            admin.close()
+            config = settings.Settings(redis_url=server.url, redis_timeout_seconds=3)
+        collector = metrics.Metrics()
+        async with store_.open_store(config, metrics=collector) as store:
+            assert store.recent is not None
+            watch = failover.PrimaryWatch(
+                store=store, recent=store.recent, metrics=collector, holds=lambda: True
+            )
+            with caplog.at_level("WARNING", logger="agentihooks_swarm.failover"):
+                assert await watch.check() is None
+                assert await watch.check() is None
+    assert watched(collector) == (0.0, 1.0)  # Said once, not on every look.
+    [said] = [r.getMessage() for r in caplog.records if "not watched for failovers" in r.getMessage()]
+    assert ("Redis Cluster" if topology_kind == "cluster" else "INFO replication is refused") in said

@@ -7,7 +7,8 @@
   Exits 1 with a sentence when there is none;
 * ``records forget SLUG EXECUTION [--force]`` — remove an execution's records, so that its
   name can be used by a new Execution (an Execution under a used name is ``Invalid``,
-  ``NameInUse``, until then);
+  ``NameInUse``, until then). It refuses while the Execution that owns them (by UID) still
+  exists, which it asks the API server (the in-cluster service account, else KUBECONFIG);
 * ``records top SLUG`` — the swarm's refusals by fingerprint, the most frequent first.
 """
 
@@ -23,7 +24,7 @@ import urllib.parse
 from collections.abc import Sequence
 
 from agentihooks_swarm import records as records_, settings as settings_, store as store_
-from agentihooks_swarm.kubernetes import api, diagnostics
+from agentihooks_swarm.kubernetes import api, diagnostics, pods
 
 logger = logging.getLogger("agentihooks_swarm")
 
@@ -69,9 +70,77 @@ def records(*, view: str, slug: str, execution: str, full: bool) -> int:
     return 0
 
 
+#: How long ``records forget`` waits for the API server's answer about the owning Execution.
+OWNER_LOOKUP_TIMEOUT_SECONDS = 10.0
+
+
+async def _owning(owner: records_.Owner, *, execution: str) -> dict[str, object] | None:
+    """The Execution named ``execution`` in the owner's namespace if it is the owner (its UID),
+    else None. Raises ``ApiError`` or the client's configuration errors when it cannot tell."""
+    client = await api.client()
+    try:
+        reader = pods.PodClient(api=client, timeout=OWNER_LOOKUP_TIMEOUT_SECONDS)
+        found = await reader.read_custom(namespace=owner.namespace, plural="executions", name=execution)
+    finally:
+        await client.close()
+    if found is None or (found.get("metadata") or {}).get("uid") != owner.uid:
+        return None
+    return found
+
+
+def _owner_refusal(*, slug: str, execution: str, store: store_.Store) -> int | None:
+    """Why ``forget`` must not remove the records now (printed; the exit status), or None.
+
+    A name's records belong to the Execution that claimed them (``execution-owners``). While it
+    exists it is running, being cleaned up, or kept ``Done``: removing its records would let its
+    name be claimed again and give its evidence to nobody, so forget waits for it to be deleted.
+    An Execution under the same name with another UID (the one ``NameInUse`` holds back) is not
+    the owner, and is what forget is for.
+    """
+    try:
+        raw = store.redis.hget(store.key(slug, store_.OWNERS), execution)
+    except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
+        return _store_error(e)
+    if raw is None:
+        return None  # Never claimed (or written by a version without owners): nothing to ask.
+    owner = records_.load(records_.Owner, raw)
+    where = f"{owner.namespace}/{execution} (uid {owner.uid})"
+    try:
+        found = asyncio.run(_owning(owner, execution=execution))
+    except Exception as e:  # No credentials, a refusal, a timeout: forget cannot tell.
+        print(
+            f"Cannot tell whether Execution {where}, which owns the records of execution {execution!r} "
+            f"of swarm {slug!r}, still exists: {type(e).__name__}: {e}. `records forget` asks the API "
+            "server (the in-cluster service account, else KUBECONFIG) for it: run it in the "
+            "controller's Pod, or pass --force to remove the records without asking.",
+            file=sys.stderr,
+        )
+        return 2
+    if found is None:
+        return None
+    status = found.get("status")
+    phase = status.get("phase") if isinstance(status, dict) else None
+    print(
+        f"Execution {where} still exists (phase {phase or 'not set yet'}) and owns the records "
+        f"of execution {execution!r} of swarm {slug!r}: they are kept. Delete it first (`kubectl delete "
+        f"execution -n {owner.namespace} {execution}`: its cleanup finishes, its records stay), then "
+        "forget them; or pass --force to remove them anyway (its worker's evidence then has nowhere to go).",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def forget(*, slug: str, execution: str, force: bool) -> int:
     try:
-        removed = store_.connect().forget(slug=slug, execution=execution, force=force)
+        store = store_.connect()
+    except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
+        return _store_error(e)
+    if not force:
+        refused = _owner_refusal(slug=slug, execution=execution, store=store)
+        if refused is not None:
+            return refused
+    try:
+        removed = store.forget(slug=slug, execution=execution, force=force)
     except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
         return _store_error(e)
     if removed is None:
@@ -234,7 +303,11 @@ def _main(argv: list[str]) -> int:
     reader.add_argument("slug")
     reader.add_argument("execution", nargs="?", help="every view but top")
     reader.add_argument("--full", action="store_true", help="the whole record, not only its pods")
-    reader.add_argument("--force", action="store_true", help="forget: even while cleanup is unfinished")
+    reader.add_argument(
+        "--force",
+        action="store_true",
+        help="forget: even while cleanup is unfinished or the owning Execution exists (not asked)",
+    )
     args = parser.parse_args(argv)
     if args.view == "top":
         return top(slug=args.slug)

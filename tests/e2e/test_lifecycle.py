@@ -232,8 +232,13 @@ async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_c
     assert await worker_pods(admin_api, namespace) == []
 
 
-def forget(redis_url: str, execution: str) -> subprocess.CompletedProcess[str]:
+def forget(
+    redis_url: str, execution: str, *, kubeconfig: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    # forget asks the API server whether the Execution that owns the records still exists.
     env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
     return subprocess.run(
         [sys.executable, "-m", "agentihooks_swarm", "records", "forget", SLUG, execution],
         capture_output=True,
@@ -291,7 +296,7 @@ async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgot
         admin_api, namespace=namespace, name=name, reasons={"NameInUse"}, operator=process
     )
     # Freed, and asked to launch again: it runs its own attempt, with its own records.
-    freed = forget(redis_url, name)
+    freed = forget(redis_url, name, kubeconfig=control_plane.kubeconfig)
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
     await helpers.merge_patch(
         admin_api,

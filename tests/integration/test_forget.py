@@ -1,0 +1,140 @@
+"""``records forget`` on the real API server and the real Redis: it frees a name only once the
+Execution that owns its records (by UID) is gone, and says which one holds it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import records, store as store_
+from tests.e2e import helpers
+from tests.support import builders
+from tests.support.cluster import ControlPlane
+from tests.support.proxy import FaultProxy
+
+pytestmark = pytest.mark.integration
+
+SLUG = "forgetful"
+
+
+async def forget(
+    *, redis_url: str, kubeconfig: Path | None, execution: str, force: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python -m agentihooks_swarm records forget SLUG EXECUTION`` as a person runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTIHOOKS_SWARM_", "KUBECONFIG"))}
+    env["AGENTIHOOKS_SWARM_REDIS_URL"] = redis_url
+    # Without a kubeconfig, no in-cluster account either: the API server cannot be asked.
+    env["KUBECONFIG"] = str(kubeconfig) if kubeconfig is not None else "/nonexistent/kubeconfig"
+    args = [sys.executable, "-m", "agentihooks_swarm", "records", "forget", SLUG, execution]
+    return await asyncio.to_thread(
+        subprocess.run, [*args, *(["--force"] if force else [])], env=env, capture_output=True, text=True
+    )
+
+
+async def claimed(store: store_.AsyncStore, *, execution: str, uid: str, namespace: str) -> records.Owner:
+    """The name claimed for ``uid``, with a retained record, as a Done attempt leaves it."""
+    owner = records.Owner(uid=uid, namespace=namespace, at="2026-12-03T00:00:00Z")
+    assert await store.claim(slug=SLUG, execution=execution, owner=owner) == owner
+    final = records.FinalRecord(
+        execution=execution,
+        generation=1,
+        state=records.FinalState.FAILED,
+        transcript_end=0,
+        outcome=store.key(SLUG, store_.OUTCOMES),
+    )
+    await store.record_final(slug=SLUG, final=final)
+    pinned = await store.pin_journal(
+        slug=SLUG,
+        journal=records.Journal(
+            execution=execution, generation=1, pinned=records.Objects(pods=[], services=[])
+        ),
+    )
+    assert isinstance(pinned, records.Journal)
+    retained = records.Retained(
+        execution=execution,
+        final=final,
+        watermark=0,
+        archived=True,
+        removed=records.RemovedObjects(pods=[], services=[]),
+    )
+    assert await store.retain(slug=SLUG, retained=retained, journal_version=pinned.version or 0) is retained
+    return owner
+
+
+async def delete_execution(api: client.ApiClient, *, namespace: str, name: str) -> None:
+    await client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", namespace, "executions", name
+    )
+
+
+async def test_forget_refuses_while_the_owning_execution_exists_and_frees_the_name_once_it_is_gone(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    store: store_.AsyncStore,
+    redis_url: str,
+) -> None:
+    name = "held"
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    first_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    owner = await claimed(store, execution=name, uid=first_uid, namespace=namespace)
+
+    refused = await forget(redis_url=redis_url, kubeconfig=control_plane.kubeconfig, execution=name)
+
+    assert refused.returncode == 1, refused
+    assert f"Execution {namespace}/{name} (uid {first_uid}) still exists" in refused.stderr
+    assert "--force" in refused.stderr and refused.stdout == ""
+    assert await store.owner(slug=SLUG, execution=name) == owner
+    assert await store.read_retained(slug=SLUG, execution=name) is not None
+
+    # The owner deleted, the same manifest applied again (another UID, held back by NameInUse):
+    # that one does not own the records, and forget is what frees the name for it.
+    await delete_execution(admin_api, namespace=namespace, name=name)
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    second_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    assert second_uid != first_uid
+
+    freed = await forget(redis_url=redis_url, kubeconfig=control_plane.kubeconfig, execution=name)
+
+    assert freed.returncode == 0, freed
+    assert "the name is free" in freed.stdout
+    assert await store.owner(slug=SLUG, execution=name) is None
+    assert await store.read_retained(slug=SLUG, execution=name) is None
+
+
+async def test_forget_refuses_when_it_cannot_ask_the_api_server_unless_forced(
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    fault_proxy: FaultProxy,
+    store: store_.AsyncStore,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    name = "unknown"
+    owner = await claimed(store, execution=name, uid="uid-of-an-execution", namespace=namespace)
+    kubeconfig = fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
+    fault_proxy.fail(status=503, method="GET", path=rf".*/executions/{name}", times=None)
+
+    unavailable = await forget(redis_url=redis_url, kubeconfig=kubeconfig, execution=name)
+    no_credentials = await forget(redis_url=redis_url, kubeconfig=None, execution=name)
+
+    for refused in (unavailable, no_credentials):
+        assert refused.returncode == 2, refused
+        assert f"Cannot tell whether Execution {namespace}/{name} (uid {owner.uid})" in refused.stderr
+        assert "--force" in refused.stderr
+    assert "503" in unavailable.stderr
+    assert await store.owner(slug=SLUG, execution=name) == owner
+
+    forced = await forget(redis_url=redis_url, kubeconfig=None, execution=name, force=True)
+
+    assert forced.returncode == 0, forced
+    assert "the name is free" in forced.stdout
+    assert await store.owner(slug=SLUG, execution=name) is None

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Final
@@ -27,6 +28,8 @@ from kubernetes_asyncio import client as k8s
 
 from agentihooks_swarm import errors
 from agentihooks_swarm.kubernetes import labels, logs
+
+logger = logging.getLogger(__name__)
 
 #: The log read: the container's last 200 lines, at most 64 KiB, with timestamps.
 LOG_TAIL_LINES: Final = 200
@@ -230,6 +233,11 @@ class PodClient:
         kept the *oldest* part of the tail, so a second, streamed request reads the same tail and
         keeps only its newest 64 KiB (memory stays at the limit, however long the lines are).
         429/5xx raise ConnectionError, other refusals ApiRefused, timeouts TimeoutError.
+
+        The second read may stream up to 64 MiB within one request timeout, and may fail where the
+        first did not: then the first read's 64 KiB is the answer (``truncated``), not a failed
+        read. That log was read, and counting it as lost would remove the Pod without it after
+        three tries.
         """
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
         base = [("container", container), ("tailLines", str(LOG_TAIL_LINES)), ("timestamps", "true")]
@@ -240,7 +248,15 @@ class PodClient:
         head = await self._read_all(first, what=what, cap=LOG_LIMIT_BYTES + 1)
         if len(head) < LOG_LIMIT_BYTES:
             return logs.fit(head, limit=LOG_LIMIT_BYTES)
-        stream = await self._request("GET", path, what=f"{what} (newest end)", query=base)
+        try:
+            return await self._newest_end(path, query=base, what=what)
+        except errors.ApiError as e:
+            logger.warning("Keeping the first %d bytes of the log tail: %s", len(head), e)
+            return logs.fit(head, limit=LOG_LIMIT_BYTES, truncated=True)
+
+    async def _newest_end(self, path: str, *, query: builtins.list[tuple[str, str]], what: str) -> LogRead:
+        """The log tail streamed without a byte limit, its newest 64 KiB kept."""
+        stream = await self._request("GET", path, what=f"{what} (newest end)", query=query)
         window = logs.Window(limit=LOG_LIMIT_BYTES)
         seen = 0
         try:

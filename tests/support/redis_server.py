@@ -6,7 +6,8 @@ machines run as root) and raises :class:`RedisServerError` with the installer's
 output when that is not possible.
 
 :class:`RedisServer` runs one server on ``127.0.0.1`` with its own temporary
-directory and no persistence. It can be stopped and started again on the SAME
+directory and no persistence (``extra_args=AOF`` gives it the chart's: a restart
+keeps every acknowledged write). It can be stopped and started again on the SAME
 port (to simulate an outage), frozen with SIGSTOP (to simulate a server that
 accepts connections but never answers) and is always killed when the Python
 process exits (atexit handler + its own process group).
@@ -32,6 +33,7 @@ from urllib.parse import quote
 from tests.support import progress
 
 __all__ = [
+    "AOF",
     "RedisServer",
     "RedisServerError",
     "ensure_redis_server_binary",
@@ -39,6 +41,10 @@ __all__ = [
 ]
 
 _APT_TIMEOUT_SECONDS = 600.0
+#: ``extra_args`` for the persistence the chart's bundled Redis has (AOF, fsync on every write): a
+#: server stopped and started again (:meth:`RedisServer.restart`, same port and directory) comes
+#: back with its data, and with a new replication id, as a restarted Redis Pod does.
+AOF: tuple[str, ...] = ("--appendonly", "yes", "--appendfsync", "always")
 _install_lock = threading.Lock()
 _live_servers: weakref.WeakSet[RedisServer] = weakref.WeakSet()
 

@@ -1,0 +1,216 @@
+"""A name's records forgotten, the name used again, and Redis restarted while the new worker runs.
+
+Issue 27, as a user meets it. An Execution goes ``Done`` (its hand refused, its worker captured at
+launch and removed, its records retained); the user deletes it, runs ``records forget`` and applies
+it again, as the ``NameInUse`` condition tells them to. While the new worker runs, the one Redis
+(AOF, as the chart runs it) restarts: its replication id is new, and the operator's primary watch
+takes that for a failover that may have lost writes. Its restore must not give the new Execution
+the records the user forgot: the new worker is captured and removed when it fails, the Execution is
+``Done`` only after that, and the old launch capture and retained record stay gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import store as store_
+from tests.e2e import helpers
+from tests.e2e.test_cleanup_flow import status_of, wait_done
+from tests.e2e.test_lifecycle import (
+    PREFIX,
+    SLUG,
+    assert_one_capture_of_its_own,
+    delete_execution,
+    executions_left,
+    fail_worker,
+    journal_entries,
+    plant_marker,
+    worker_pods,
+)
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+from tests.support.operator_process import OperatorProcess
+from tests.support.redis_server import RedisServer
+
+#: How long the new worker runs on after Redis answers again. The primary watch looks once a
+#: second and restores at its first look that finds the new replication id; a running worker's
+#: Execution is stepped by every sixth resync (3 s here) or when its Pod changes. A restore that
+#: gave the new Execution the old records made it ``Done`` within about 5 s of the restart.
+HOLD_SECONDS = 12.0
+#: The hashes that hold an execution's records (what ``records forget`` removes).
+HASHES = (
+    store_.STARTUP_DIAGNOSTICS,
+    store_.HANDS,
+    store_.FINALS,
+    store_.HEARTBEATS,
+    store_.OUTCOMES,
+    store_.RETAINED,
+    store_.OWNERS,
+    store_.JOURNAL,
+)
+
+
+@pytest.fixture
+def redis_url(aof_redis_server: RedisServer) -> str:
+    """The operator, the forget command and the test's reads all use the test's own AOF Redis."""
+    return aof_redis_server.url
+
+
+def forget(url: str, execution: str, *, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    """``records forget SLUG EXECUTION`` as a user runs it in the controller's Pod (its Redis, and
+    the API server, which it may ask whether the Execution that owns the records still exists)."""
+    env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": url, "KUBECONFIG": str(kubeconfig)}
+    return subprocess.run(
+        [sys.executable, "-m", "agentihooks_swarm", "records", "forget", SLUG, execution],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+async def replication_id(url: str) -> str:
+    connection = redis.asyncio.Redis.from_url(url, decode_responses=True)
+    try:
+        info = await connection.info("replication")
+    finally:
+        await connection.aclose()
+    return str(info["master_replid"])
+
+
+async def records_of(url: str, execution: str) -> dict[str, Any]:
+    """Every record of ``execution`` in its swarm's hashes, by hash name (present ones only)."""
+    connection = redis.asyncio.Redis.from_url(url, decode_responses=True)
+    try:
+        found = {name: await connection.hget(store_.key(PREFIX, SLUG, name), execution) for name in HASHES}
+    finally:
+        await connection.aclose()
+    return {name: helpers.loads(raw) for name, raw in found.items() if raw is not None}
+
+
+async def not_done_while_it_runs(
+    api: client.ApiClient,
+    url: str,
+    *,
+    namespace: str,
+    name: str,
+    pod: str,
+    process: OperatorProcess,
+    seconds: float,
+) -> None:
+    """For ``seconds``: the worker Pod is there and its Execution is not ``Done``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status = await status_of(api, namespace, name)
+        if status.get("phase") == "Done":
+            held = await records_of(url, name)
+            raise AssertionError(
+                f"{name} went Done while its worker {pod} was still running (never failed, never "
+                f"captured): status {status}; its records in Redis now: {held}"
+            )
+        assert await helpers.pod_exists(api, namespace=namespace, name=pod), f"{pod} went while running"
+        assert process.running, f"the operator died:\n{process.tail()}"
+        await asyncio.sleep(0.1)
+
+
+async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_worker_runs(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+    aof_redis_server: RedisServer,
+) -> None:
+    name = "forgotten"
+    process = operator(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
+    )
+    running = pods.protocol_annotations(phase="Running")
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
+
+    # The first life: its worker refused at startup (adopted Failed), its hand refused, its Pod
+    # captured at launch and removed; Done, with its records retained.
+    old_pod = await helpers.plant_refused_worker(
+        admin_api, control_plane, namespace=namespace, slug=SLUG, execution=name
+    )
+    await helpers.create(
+        admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
+    )
+    first = await wait_done(admin_api, namespace, name, process)
+    assert first["outcome"] == "refused", first
+    old = await records_of(redis_url, name)
+    old_uid = old[store_.STARTUP_DIAGNOSTICS]["uid"]
+    assert old[store_.STARTUP_DIAGNOSTICS]["startup"]["containers"][0]["log"].endswith(
+        helpers.PLANTED.decode()
+    )
+    assert store_.RETAINED in old, old
+
+    # The user deletes it, frees its name and applies it again.
+    await delete_execution(admin_api, namespace, name)
+
+    async def gone() -> bool:
+        return name not in await executions_left(admin_api, namespace)
+
+    await helpers.eventually(gone, what="the first Execution gone", operator=process, timeout=60)
+    freed = forget(redis_url, name, kubeconfig=control_plane.kubeconfig)
+    assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
+    assert await records_of(redis_url, name) == {}
+
+    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
+    assert pod == old_pod  # The same name, generation 1: the same Pod name, another Pod.
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+    async def handed() -> bool:
+        return bool(((await status_of(admin_api, namespace, name)).get("hand") or {}).get("handed"))
+
+    await helpers.eventually(handed, what="the new worker handed", operator=process, timeout=60)
+    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
+    read: Any = await client.CoreV1Api(admin_api).read_namespaced_pod(pod, namespace)
+    new_uid = read.metadata.uid
+    assert new_uid != old_uid
+    second_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+
+    # Redis restarts (a real stop and start, its data kept) while the new worker runs.
+    before = await replication_id(redis_url)
+    await asyncio.to_thread(aof_redis_server.restart)
+    assert await replication_id(redis_url) != before  # What the operator's watch sees: a new primary.
+    assert store_.OWNERS in await records_of(redis_url, name)  # The AOF kept the new life's writes.
+
+    await not_done_while_it_runs(
+        admin_api, redis_url, namespace=namespace, name=name, pod=pod, process=process, seconds=HOLD_SECONDS
+    )
+
+    # The new worker fails: it is captured and removed, and only then is its Execution Done.
+    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
+    second = await wait_done(admin_api, namespace, name, process, timeout=90)
+    assert second["outcome"] == "failed", second
+    assert second["cleanup"]["pods"] == {pod: "deleted"}, second
+
+    async def removed() -> bool:
+        return await worker_pods(admin_api, namespace) == []
+
+    await helpers.eventually(removed, what="the new worker removed", operator=process, timeout=60)
+    held = await records_of(redis_url, name)
+    retained: Any = held.get(store_.RETAINED)
+    assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
+    assert retained["removed"]["pods"][0]["uid"] == new_uid, retained
+    assert retained["final"]["state"] == "failed", retained
+    # The old life's records stay gone: no launch capture (the new worker's hand was not refused),
+    # no journal entry, and the name is the new Execution's.
+    assert store_.STARTUP_DIAGNOSTICS not in held, f"the forgotten launch capture came back: {held}"
+    assert held[store_.OWNERS]["uid"] == second_uid, held
+    assert await journal_entries(redis_url) == {}

@@ -15,20 +15,37 @@ adopted: the table tracks that Execution again as deleted, and its step cleans u
 like any cancelled one (capture first). Every Pod is judged once per process: a Pod of an
 Execution that still exists, or that was never claimed (not launched by this operator), is left
 alone from then on.
+
+A cleanup can also be left with no Pod to find it by: the Execution went unwatched after its
+cleanup pinned its Pods and before it retained, and the Pods went too (deleted by its pass before
+the operator stopped, by a user, or with their node). Its ``cleanup-journal`` entry would then stay
+for good, and with it every record of that execution, which the retention sweep never removes
+while a journal entry is there. So the leader also reads the names in each swarm's journal (the
+swarms that retained before, and those of the tracked Executions): an entry whose owner
+(``execution-owners``) is no tracked Execution, and which the API server no longer has under that
+UID, is adopted the same way; its step finds the pinned Pods gone (``absent`` or
+``absent_after_send``) and retains the records, as any cleanup pass does. Each entry is judged once
+per process and owner UID, and an entry in a namespace this replica may not read is left alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
-from agentihooks_swarm import errors, executions as executions_, store as store_
+import pydantic
+import redis.exceptions
+
+from agentihooks_swarm import errors, executions as executions_, records, store as store_
 from agentihooks_swarm.kubernetes import labels, pods as pods_
 from agentihooks_swarm.model import Tracked
 from agentihooks_swarm.worker_pods import WorkerPod, WorkerPods
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class _Wake(Protocol):
@@ -44,9 +61,19 @@ class Orphans:
     wake: _Wake
     #: Pods judged already (by namespace, name and generation), adopted or left alone.
     _judged: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
+    #: Journal entries judged already (by swarm, execution and owner UID), adopted or left alone.
+    _journals_judged: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
 
     async def adopt(self) -> int:
-        """Adopt every orphaned attempt found now; how many. Failures leave a Pod for next time."""
+        """Adopt every orphaned attempt found now; how many. Failures leave it for next time."""
+        adopted = await self._adopt_pods()
+        try:
+            adopted += await self._adopt_journals()
+        except (errors.ApiError, errors.StoreUnavailable) as e:
+            logger.info("Could not look for unfinished cleanups of gone executions yet: %s", e)
+        return adopted
+
+    async def _adopt_pods(self) -> int:
         adopted = 0
         for pod in self.workers.unowned():
             key = (pod.namespace, pod.name, pod.generation)
@@ -89,15 +116,112 @@ class Orphans:
         )
         if found is not None and (found.get("metadata") or {}).get("uid") == owner.uid:
             return None  # It exists: the table tracks it whenever it needs a step.
-        return Tracked(
-            namespace=pod.namespace,
-            name=pod.execution,
-            uid=owner.uid,
-            resource_version="",
-            spec_generation=None,
-            swarm=slug,
-            cancel=False,
-            deleting=True,
-            gone=True,
-            status={"attempt": generation},
+        return _gone(
+            namespace=pod.namespace, name=pod.execution, uid=owner.uid, slug=slug, generation=generation
         )
+
+    async def _adopt_journals(self) -> int:
+        """Adopt the gone Executions whose cleanup-journal entry nobody finishes; how many."""
+        adopted = 0
+        slugs = set(await self.store.swarms()) | {t.swarm for t in self.table if t.swarm}
+        for slug in sorted(slugs):
+            for tracked in await self._unfinished(slug):
+                if self.table.get(tracked.uid) is not None:
+                    continue  # Its deletion was seen meanwhile: the table cleans up after it.
+                self.table.adopt(tracked)
+                self.wake(tracked.uid)
+                adopted += 1
+                logger.warning(
+                    "Execution %s/%s (uid %s) is gone and so are its pods, but its cleanup-journal entry "
+                    "is not finished: its cleanup runs now and retains its records.",
+                    tracked.namespace,
+                    tracked.name,
+                    tracked.uid,
+                )
+        return adopted
+
+    async def _unfinished(self, slug: str) -> list[Tracked]:
+        """The gone Executions of ``slug`` with a journal entry nobody finishes."""
+        journal = self.store.key(slug, store_.JOURNAL)
+        names = sorted(str(n) for n in await _redis(self.store.redis.hkeys(journal)))
+        present = set(names)
+        self._journals_judged = {j for j in self._journals_judged if j[0] != slug or j[1] in present}
+        if not names:
+            return []
+        claims = await _redis(self.store.redis.hmget(self.store.key(slug, store_.OWNERS), names))
+        found = []
+        for name, raw in zip(names, claims, strict=True):
+            owner = _owner(raw)
+            key = (slug, name, owner.uid if owner is not None else "")
+            if key in self._journals_judged:
+                continue
+            if owner is None:  # Never claimed (an older version's records): not known to be gone.
+                self._journals_judged.add(key)
+                continue
+            if self.table.get(owner.uid) is not None:
+                continue  # Tracked: its own steps finish the entry.
+            try:
+                tracked = await self._journal_orphan(slug=slug, name=name, owner=owner)
+            except errors.ApiRefused as e:
+                logger.info(
+                    "Leaving the cleanup-journal entry of %s/%s alone: its Execution cannot be read "
+                    "here (%s).",
+                    owner.namespace,
+                    name,
+                    e,
+                )
+                tracked = None
+            except (errors.ApiError, errors.StoreUnavailable) as e:
+                logger.info(
+                    "Could not tell yet whether execution %s/%s is gone: %s", owner.namespace, name, e
+                )
+                continue
+            self._journals_judged.add(key)
+            if tracked is not None:
+                found.append(tracked)
+        return found
+
+    async def _journal_orphan(self, *, slug: str, name: str, owner: records.Owner) -> Tracked | None:
+        """The gone Execution that owns the journal entry ``name``; None when it still exists."""
+        execution = await self.client.read_custom(namespace=owner.namespace, plural="executions", name=name)
+        if execution is not None and (execution.get("metadata") or {}).get("uid") == owner.uid:
+            return None  # It exists: the table tracks it whenever it needs a step.
+        entry = await self.store.read_journal(slug=slug, execution=name)
+        if entry is None:
+            return None  # Finished meanwhile.
+        return _gone(
+            namespace=owner.namespace, name=name, uid=owner.uid, slug=slug, generation=entry.generation
+        )
+
+
+def _gone(*, namespace: str, name: str, uid: str, slug: str, generation: int) -> Tracked:
+    """A deleted Execution, tracked again so that its step cleans up its attempt."""
+    return Tracked(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        resource_version="",
+        spec_generation=None,
+        swarm=slug,
+        cancel=False,
+        deleting=True,
+        gone=True,
+        status={"attempt": generation},
+    )
+
+
+def _owner(raw: object) -> records.Owner | None:
+    if not isinstance(raw, (str, bytes)):
+        return None
+    try:
+        return records.load(records.Owner, raw)
+    except pydantic.ValidationError:
+        return None
+
+
+async def _redis(call: Awaitable[_T]) -> _T:
+    """A Redis command the store has no method for, its failures sorted as the store sorts them."""
+    try:
+        return await call
+    except (redis.exceptions.RedisError, OSError) as e:
+        raise errors.StoreUnavailable(f"Redis is unavailable: {errors.trim(str(e))}") from e

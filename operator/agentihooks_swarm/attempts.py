@@ -7,10 +7,12 @@ caller is :func:`lifecycle.step`, which never runs two steps of one Execution at
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
-from agentihooks_swarm import cleanup, events, finals, metrics, model, records, store as store_
+from agentihooks_swarm import cleanup, errors, events, finals, metrics, model, records, store as store_
 from agentihooks_swarm.kubernetes import diagnostics, labels
 from agentihooks_swarm.model import Phase, Progress
 
@@ -21,6 +23,24 @@ STARTUP_DEADLINE = "StartupDeadlineExceeded"
 
 #: What a pass waits for while the worker runs (the launch writes it with the hand).
 WORKER_RUNNING = "the worker to finish"
+
+
+class Interrupted(errors.SwarmError):
+    """A step stopped before the attempt's cleanup began: reading its records or its worker Pod,
+    or recording it final, failed (``error``). No cleanup pass ran, so the attempt is where the
+    last step left it, and its Execution's phase says so still."""
+
+    def __init__(self, error: errors.ApiError | errors.StoreUnavailable) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@contextlib.contextmanager
+def _before_cleanup() -> Iterator[None]:
+    try:
+        yield
+    except (errors.ApiError, errors.StoreUnavailable) as e:
+        raise Interrupted(e) from e
 
 
 async def advance(
@@ -34,11 +54,13 @@ async def advance(
     deadline_seconds: float,
     notify: events.Events,
 ) -> Progress:
-    """Move the attempt on; raises what :func:`cleanup.run` raises when a cleanup pass fails.
+    """Move the attempt on; raises what :func:`cleanup.run` raises when a cleanup pass fails,
+    and :class:`Interrupted` when the step fails before its cleanup began.
 
     The attempt's records are read once, together, at the start of the step (one round trip).
     """
-    stored = await store.read_attempt(slug=attempt.slug, execution=attempt.execution)
+    with _before_cleanup():
+        stored = await store.read_attempt(slug=attempt.slug, execution=attempt.execution)
     retained = stored.retained
     if retained is not None:
         if stored.journal is not None:
@@ -46,33 +68,34 @@ async def advance(
             await store.clear_journal(slug=attempt.slug, execution=attempt.execution)
         return _finished(stored=stored, retained=retained)
     seen: dict[str, dict[str, Any]] = {}
-    final = stored.final
-    if final is None:
-        found = await _become_final(
-            runtime=runtime,
-            store=store,
-            guard=guard,
-            attempt=attempt,
-            hand=hand,
-            cancelled=cancelled,
-            stored=stored,
-            notify=notify,
-            seen=seen,
+    with _before_cleanup():
+        final = stored.final
+        if final is None:
+            found = await _become_final(
+                runtime=runtime,
+                store=store,
+                guard=guard,
+                attempt=attempt,
+                hand=hand,
+                cancelled=cancelled,
+                stored=stored,
+                notify=notify,
+                seen=seen,
+            )
+            if isinstance(found, Progress):
+                return found
+            final = found
+        guard.check(before="recording the outcome")
+        await store.record_outcome(
+            slug=attempt.slug,
+            outcome=records.Outcome(
+                execution=attempt.execution,
+                generation=attempt.generation,
+                success=final.state == records.FinalState.COMPLETED,
+                summary=f"recorded by the controller: the attempt is {final.state}",
+                at=finals.timestamp(finals.now()),
+            ),
         )
-        if isinstance(found, Progress):
-            return found
-        final = found
-    guard.check(before="recording the outcome")
-    await store.record_outcome(
-        slug=attempt.slug,
-        outcome=records.Outcome(
-            execution=attempt.execution,
-            generation=attempt.generation,
-            success=final.state == records.FinalState.COMPLETED,
-            summary=f"recorded by the controller: the attempt is {final.state}",
-            at=finals.timestamp(finals.now()),
-        ),
-    )
     ready = finals.readiness(
         final=final, heartbeat=stored.heartbeat, deadline_seconds=deadline_seconds, at=finals.now()
     )

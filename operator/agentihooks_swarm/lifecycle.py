@@ -409,6 +409,9 @@ class Lifecycle:
             )
             if progress.done:
                 await self._note_refusals(work, progress)
+        except attempts.Interrupted as e:
+            self._interrupted(work, e.error)
+            return
         except cleanup.Terminating as e:
             if e.overdue:
                 self._stopped_early(work, e)
@@ -421,6 +424,7 @@ class Lifecycle:
             self._stopped_early(work, e)
             return
         status_.progress(work.patch, work.view, progress)
+        status_.synced_again(work.patch, work.view)
         work.waits_for_pod = progress.waits_for_pod
         if progress.done:
             work.settled = True
@@ -435,8 +439,23 @@ class Lifecycle:
             "A step of %s/%s stopped early; the next one retries: %s", tracked.namespace, tracked.name, error
         )
         status_.failed(work.patch, work.view, error)
+        status_.synced_again(work.patch, work.view)
         if isinstance(error, errors.StaleWrite):
             work.retry_after = CONFLICT_RETRY
+
+    def _interrupted(self, work: _Work, error: errors.ApiError | errors.StoreUnavailable) -> None:
+        """A step that failed before the attempt's cleanup: no cleanup pass failed, so neither the
+        phase nor ``CleanedUp`` changes; ``Synced`` says what failed until a step gets through."""
+        tracked = work.tracked
+        if isinstance(error, errors.StoreUnavailable):
+            self.runtime.metrics.store_failures.labels(path="cleanup").inc()
+        logger.warning(
+            "A step of %s/%s could not read or record its attempt; the next one retries: %s",
+            tracked.namespace,
+            tracked.name,
+            error,
+        )
+        status_.set_condition(work.patch, work.view.get("conditions"), status_.not_synced(error))
 
     async def _note_refusals(self, work: _Work, progress: model.Progress) -> None:
         """Count the attempt's refused Pods under their fingerprints (once each: a step that comes

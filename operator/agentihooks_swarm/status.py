@@ -265,6 +265,37 @@ def cleaning_failed(error: Exception) -> Answer:
     )
 
 
+def not_synced(error: Exception) -> Condition:
+    """A step stopped before the attempt's cleanup began (its records, its worker Pod or its final
+    record could not be read or written): the attempt is where the phase says, and nothing of its
+    cleanup failed, so the phase and ``CleanedUp`` stay as they are."""
+    return condition(
+        type_="Synced",
+        status=False,
+        reason=type(error).__name__,
+        message=f"The last step could not read or record the attempt: {error}; the next step retries.",
+    )
+
+
+def synced_again(patch: MutableMapping[str, Any], status: Mapping[str, Any]) -> None:
+    """``Synced`` back to True once a step read and recorded the attempt; written only over an
+    earlier ``Synced=False`` (an Execution that never had one gets none)."""
+    conditions = patch.get("conditions", status.get("conditions")) or []
+    earlier = next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Synced"), None)
+    if earlier is None or earlier.get("status") == "True":
+        return
+    set_condition(
+        patch,
+        status.get("conditions"),
+        condition(
+            type_="Synced",
+            status=True,
+            reason="Synced",
+            message="The last step read and recorded the attempt.",
+        ),
+    )
+
+
 def retained() -> Condition:
     return condition(
         type_="CleanedUp",

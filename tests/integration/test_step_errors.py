@@ -1,0 +1,97 @@
+"""A step that fails before the attempt's cleanup, on the real API server and a real Redis that
+stops: the Execution keeps its phase, and its ``Synced`` condition (not ``CleanedUp``) says what
+failed, until a step gets through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import executions, lifecycle, model, store as store_
+from agentihooks_swarm.executions import FINALIZER
+from agentihooks_swarm.kubernetes import labels
+from tests.e2e import helpers
+from tests.support import builders, pods
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+
+SLUG = "blip"
+
+
+def conditions(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (body.get("status") or {}).get("conditions") or []}
+
+
+async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in_synced(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    runtime_for: RuntimeFactory,
+    store: store_.AsyncStore,
+    redis_server: RedisServer,
+) -> None:
+    name = "runs"
+    runs = pods.protocol_annotations(phase="Running", run_for="10m")
+    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=runs))
+    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+    async def tracked() -> model.Tracked:
+        found = executions.track(await helpers.execution(admin_api, namespace=namespace, name=name))
+        assert found is not None
+        return found
+
+    async with runtime_for(control_plane.kubeconfig) as runtime:
+        steps = lifecycle.Lifecycle(
+            runtime=runtime,
+            store=store,
+            guard=model.Unguarded(),
+            instance="test",
+            archive_deadline_seconds=60,
+        )
+        await steps.step(await tracked())  # The launch: the worker is handed its grant.
+        worker = labels.worker_pod_name(execution=name, generation=1)
+        await pods.wait_for_phase(admin_api, namespace=namespace, name=worker, phase="Running")
+        launched = await helpers.execution(admin_api, namespace=namespace, name=name)
+        assert launched["status"]["phase"] == "Running" and launched["status"]["hand"]["handed"] is True
+
+        redis_server.stop()
+        try:
+            failed = await steps.step(await tracked())
+        finally:
+            redis_server.start()
+        during = await helpers.execution(admin_api, namespace=namespace, name=name)
+
+        again = await steps.step(await tracked())
+        after = await helpers.execution(admin_api, namespace=namespace, name=name)
+        registry = runtime.metrics.registry
+        cleanup_failures = registry.get_sample_value(
+            "agentihooks_swarm_cleanup_pass_failures_total", {"error": "StoreUnavailable"}
+        )
+
+    assert not failed.settled
+    assert during["status"]["phase"] == "Running"
+    found = conditions(during)
+    assert "CleanedUp" not in found
+    synced = found["Synced"]
+    assert (synced["status"], synced["reason"]) == ("False", "StoreUnavailable")
+    assert "could not read or record the attempt" in synced["message"] and "Redis" in synced["message"]
+    assert cleanup_failures is None  # No cleanup pass ran, so none failed.
+    assert not again.settled and after["status"]["phase"] == "Running"
+    assert (conditions(after)["Synced"]["status"], conditions(after)["Synced"]["reason"]) == (
+        "True",
+        "Synced",
+    )
+    assert "CleanedUp" not in conditions(after)
+    await helpers.merge_patch(
+        admin_api,
+        namespace=namespace,
+        plural="executions",
+        name=name,
+        body={"metadata": {"finalizers": [f for f in after["metadata"]["finalizers"] if f != FINALIZER]}},
+    )

@@ -3,19 +3,33 @@
 Faults of one group (:data:`tests.soak.plan.GROUPS`: the operator processes, the Redis servers,
 the cluster's processes) wait for each other, so that e.g. two Redis servers are never killed at
 once; a fault that waited starts late, and the ledger says when it really ran.
+
+``redis-lost-writes`` makes Redis lose acknowledged writes for real
+(:meth:`~tests.soak.redis_set.SentinelSet.lose_writes`): both replicas' links held for 1 to 3 s
+while the operators run with ``REDIS_MIN_REPLICAS=0`` (the writes of that window are acknowledged
+by the primary alone), then ``kill -9`` of the primary; the Sentinels promote a replica that lacks
+them. The ledger says how many fields of the evidence hashes the promoted replica lacked (read on
+each server just before the kill), and how many of them the new primary held again when the fault
+ended (put back by the operator that wrote them, or written again by a later step). It waits for
+the switch to ``REDIS_MIN_REPLICAS=0`` (:attr:`~tests.soak.plan.Plan.unreplicated_at`, done here
+too: both replicas rolled with the new setting) and holds the operators' group as well as Redis';
+the API faults wait while it holds the links and until the restore (:class:`Alone`), and the
+workload's ``records forget`` waits too (:class:`~tests.soak.redis_set.Gate`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from tests.soak.plan import GROUPS, FaultPlan, Plan
+from tests.soak.checker.records import DEFAULT_PREFIX
+from tests.soak.plan import ALSO_HOLDS, API_FAULTS, GROUPS, FaultPlan, Plan
 from tests.soak.rig import Replica, Rig
 from tests.support.proxy import WATCH_QUERY, Delay, Hang, Reset, Respond, Rule, WatchError
 
@@ -26,6 +40,48 @@ NOT_WATCH: Final = re.compile(r"^(?!(?:.*&)?watch=(?:true|1)(?:&|$))", re.IGNORE
 RECOVERY: Final = 180.0
 #: How long a kubelet or containerd restart waits for a refused Pod to exist.
 WAIT_FOR_REFUSED: Final = 20.0
+#: After a redis-lost-writes fault's promotion, how long the API faults still wait: the leader
+#: looks at the primary's replication id once a second and restores at once.
+RESTORE_GRACE: Final = 5.0
+
+
+class Alone:
+    """Many faults share it, one takes it alone, ahead of those that come after it: the API faults
+    share it, ``redis-lost-writes`` takes it from before it holds the links until the restore
+    (:data:`RESTORE_GRACE` after the promotion). The restore is the leader's, and a leader that
+    loses its Lease drops what it kept (docs/redis.md): overlapping API faults on the leader can
+    take its Lease, and the fault would then show that documented limit, not the restore."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Condition()
+        self._shared = 0
+        self._alone = False
+        self._waiting = 0
+
+    @contextlib.asynccontextmanager
+    async def shared(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._alone and not self._waiting)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._shared -= 1
+                self._changed.notify_all()
+
+    async def take(self) -> None:
+        async with self._changed:
+            self._waiting += 1
+            await self._changed.wait_for(lambda: not self._alone and not self._shared)
+            self._waiting -= 1
+            self._alone = True
+
+    async def give_back(self) -> None:
+        async with self._changed:
+            if self._alone:
+                self._alone = False
+                self._changed.notify_all()
 
 
 @dataclass
@@ -38,11 +94,18 @@ class Injected:
     target: str = ""
     detail: str = ""
     ok: bool = True
+    lost: int | None = None
+    """redis-lost-writes: fields of the evidence hashes the promoted replica lacked."""
+    back: int | None = None
+    """redis-lost-writes: how many of them the new primary held when the fault ended."""
+    lost_by_hash: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class Ledger:
     injected: list[Injected] = field(default_factory=list)
+    changes: list[Injected] = field(default_factory=list)
+    """What the soak changed that is not a fault: the operators rolled to REDIS_MIN_REPLICAS=0."""
 
     def counts(self) -> Counter[str]:
         return Counter(i.kind for i in self.injected if i.ok)
@@ -64,22 +127,55 @@ class Injector:
         self.refused_waiting = refused_waiting
         self.ledger = Ledger()
         self._locks = {group: asyncio.Lock() for group in set(GROUPS.values())}
+        self._api_faults = Alone()
+        #: Set once the operators run with REDIS_MIN_REPLICAS=0 (redis-lost-writes waits for it).
+        self.unreplicated = asyncio.Event()
 
     def now(self) -> float:
         return time.monotonic() - self.origin
 
     async def run(self) -> Ledger:
-        await asyncio.gather(*(self._one(fault) for fault in self.plan.faults))
+        await asyncio.gather(self._switch(), *(self._one(fault) for fault in self.plan.faults))
         return self.ledger
 
     async def _one(self, fault: FaultPlan) -> None:
         await asyncio.sleep(max(fault.at - self.now(), 0))
-        group = GROUPS.get(fault.kind)
-        if group is None:
+        if fault.kind == "redis-lost-writes":
+            await self.unreplicated.wait()
+        groups = sorted({GROUPS[fault.kind], *ALSO_HOLDS.get(fault.kind, ())} if fault.kind in GROUPS else ())
+        async with contextlib.AsyncExitStack() as held:
+            for group in groups:  # Always in the same order: two faults never wait for each other.
+                await held.enter_async_context(self._locks[group])
+            if fault.kind in API_FAULTS:
+                await held.enter_async_context(self._api_faults.shared())
             await self._perform(fault)
+
+    async def _switch(self) -> None:
+        """At the plan's ``unreplicated_at``: both operator replicas rolled, one after the other,
+        with ``REDIS_MIN_REPLICAS=0`` (as ``helm upgrade --set redis.minReplicas=0`` rolls them)."""
+        at = self.plan.unreplicated_at
+        if at is None:
             return
-        async with self._locks[group]:
-            await self._perform(fault)
+        await asyncio.sleep(max(at - self.now(), 0))
+        async with self._locks["operators"]:
+            record = Injected(kind="REDIS_MIN_REPLICAS=0", planned_at=at, started=self.now())
+            self.ledger.changes.append(record)
+            try:
+                self.rig.set_min_replicas(0)
+                for replica in self.rig.replicas.values():
+                    await asyncio.to_thread(replica.restart, graceful=True)
+                record.detail = "both operator replicas rolled (SIGTERM and start, one after the other)"
+            except Exception as error:  # Reported, not fatal: the faults after it say the setting.
+                record.ok = False
+                record.detail = f"{type(error).__name__}: {error}"
+            finally:
+                self.unreplicated.set()
+            record.ended = self.now()
+        print(
+            f"soak: {record.started:7.1f}s operators on REDIS_MIN_REPLICAS=0 "
+            f"({record.ended - record.started:.1f}s) {'' if record.ok else 'FAILED '}{record.detail}",
+            flush=True,
+        )
 
     async def _perform(self, fault: FaultPlan) -> None:
         record = Injected(kind=fault.kind, planned_at=fault.at, started=self.now(), target=fault.target or "")
@@ -130,6 +226,8 @@ class Injector:
             for replica in self.rig.replicas.values():
                 await asyncio.to_thread(replica.restart, graceful=True)
             return "SIGTERM and start, one replica after the other"
+        if kind == "redis-lost-writes":
+            return await self._lost_writes(fault, record)
         if kind.startswith("redis-"):
             return await self._redis(fault)
         name = {
@@ -207,6 +305,44 @@ class Injector:
         await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=1)
         after = await asyncio.to_thread(redis_set.primary_port)
         return f"{what}; primary now {after}" + ("" if settled else " (the set was not settled before)")
+
+    async def _lost_writes(self, fault: FaultPlan, record: Injected) -> str:
+        redis_set = self.rig.sentinel_set
+        # Both replicas in sync first: each is moved onto its relay with a partial resync.
+        await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=2)
+        await self._api_faults.take()
+        try:
+            before = await asyncio.to_thread(self.rig.leader)
+            loss = await asyncio.to_thread(
+                redis_set.lose_writes, hold=fault.hold, pattern=f"{DEFAULT_PREFIX}:*"
+            )
+            killed = time.monotonic()
+            loss.promoted = await asyncio.to_thread(
+                redis_set.wait_promoted, old=loss.primary, timeout=RECOVERY
+            )
+            await asyncio.sleep(RESTORE_GRACE)
+            after = await asyncio.to_thread(self.rig.leader)
+        finally:
+            await self._api_faults.give_back()
+        record.lost, record.lost_by_hash = loss.count(), loss.by_hash()
+        await asyncio.sleep(max(fault.seconds - (time.monotonic() - killed), 0))
+        await asyncio.to_thread(loss.primary.start)
+        await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=1)
+        record.back = await asyncio.to_thread(redis_set.present, loss.lost())
+        if before is not None and before is after:
+            lease = f"Lease held by {after.name} throughout"
+        else:
+            named = [r.name if r else "none" for r in (before, after)]
+            lease = f"Lease holder {named[0]} before, {named[1]} after (the writer may be gone)"
+        by_hash = ", ".join(f"{k} {v}" for k, v in record.lost_by_hash.items()) or "none"
+        behind = loss.behind.get(loss.promoted, 0)
+        return (
+            f"replicas' links held {loss.held:.1f}s (REDIS_MIN_REPLICAS={self.rig.min_replicas}), "
+            f"kill -9 primary {loss.primary.port}; promoted {loss.promoted} lacked {record.lost} of "
+            f"{loss.primary_fields} evidence fields ({by_hash}; {behind} bytes of replication stream); "
+            f"{record.back} of them on the new primary when the fault ended; old primary started "
+            f"again after {fault.seconds:.1f}s; {lease}"
+        )
 
     async def _restart_child(self, name: str) -> str:
         waiting = ""

@@ -9,8 +9,24 @@ deadline). Executions for a project outside the registration are refused at laun
 operator creates their Pod (it is usually still Pending when launch removal reads it, so it is
 deleted without a capture), or the soak plants it first, already failed, and the operator adopts
 it (launch removal captures it). Some Executions are cancelled or deleted at a random moment,
-some names are used again after the first Execution of that name was Done and deleted, and two
-Swarms' templates change mid-run.
+some names are used again after the first Execution of that name was Done and deleted (the new
+one is ``Invalid``, ``NameInUse``), some names are forgotten and applied again as the
+``NameInUse`` condition tells a user to (the Execution deleted, ``records forget``, the same name
+applied: a new life of the name, launched), and two Swarms' templates change mid-run.
+
+**Two durability settings in one run.** The operators start with ``REDIS_MIN_REPLICAS=1`` (what
+docs/redis.md asks for a Redis with replicas: a write a delete depends on waits for a replica), and
+at :attr:`Plan.unreplicated_at` (45 % of the period) both are rolled, one after the other, with
+``REDIS_MIN_REPLICAS=0`` (the chart's default), as ``helm upgrade --set redis.minReplicas=0``
+would. Why not one setting for the whole run: with 1 the primary acknowledges no evidence write
+alone, so no failover can lose an acknowledged record and the failover restore is never needed
+(the full runs before issue 27 saw it find nothing missing); with 0 for the whole run the soak
+would no longer exercise ``WAIT`` (Pods kept while no replica acknowledged) under its faults.
+The first part keeps every fault the soak had, at 1; the second adds ``redis-lost-writes``, the
+fault that makes Redis lose acknowledged writes for real (the replicas' links held, the primary
+killed: see :mod:`tests.soak.faults`), which is only planned there. The other Redis faults stay
+meaningful at 0 too: a failover there may lose what the links had not carried yet, and the
+restore must put it back.
 """
 
 from __future__ import annotations
@@ -42,6 +58,7 @@ FaultKind = Literal[
     "redis-primary-kill",
     "redis-replica-kill",
     "redis-primary-restart",
+    "redis-lost-writes",
     "redis-partition",
     "apiserver-restart",
     "kwok-restart",
@@ -67,11 +84,17 @@ GROUPS: Final[Mapping[FaultKind, str]] = {
     "redis-primary-kill": "redis",
     "redis-replica-kill": "redis",
     "redis-primary-restart": "redis",
+    "redis-lost-writes": "redis",
     "apiserver-restart": "cluster",
     "kwok-restart": "cluster",
     "kubelet-restart": "cluster",
     "containerd-restart": "cluster",
 }
+#: Groups a kind holds besides its own: while ``redis-lost-writes`` runs (from the held links to the
+#: restore after the failover) no operator is killed or rolled. The restore is the writer's: a
+#: leader that dies in the same failover takes what it wrote with it (docs/redis.md says so); that
+#: is not what this fault is for.
+ALSO_HOLDS: Final[Mapping[FaultKind, tuple[str, ...]]] = {"redis-lost-writes": ("operators",)}
 #: Relative frequency of each kind beyond the first of each.
 _WEIGHTS: Final[Mapping[FaultKind, float]] = {
     "api-5xx": 6,
@@ -86,6 +109,7 @@ _WEIGHTS: Final[Mapping[FaultKind, float]] = {
     "redis-primary-kill": 1,
     "redis-replica-kill": 1,
     "redis-primary-restart": 0.8,
+    "redis-lost-writes": 0.8,
     "redis-partition": 3,
     "apiserver-restart": 0.5,
     "kwok-restart": 0.6,
@@ -235,6 +259,11 @@ class ExecutionPlan:
     """Seconds after its creation."""
     incarnation: int = 0
     """0: the name's first Execution; 1: the name used again after the first was Done and deleted."""
+    forget: bool = False
+    """incarnation 1: the first one's records are forgotten (``records forget``) before the name
+    is applied again, so the new Execution is launched (else it is ``Invalid``, ``NameInUse``)."""
+    in_hold: bool = False
+    """forget: applied again while a ``redis-lost-writes`` fault holds the replicas' links."""
     exit_code: int | None = None
     """refused-adopted: the planted Pod's exit code."""
 
@@ -263,6 +292,9 @@ class FaultPlan:
     """api-5xx: which status."""
     delay: float = 0.0
     """api-slow: how late each answer comes (past the operator's 10 s API timeout, or not)."""
+    hold: float = 0.0
+    """redis-lost-writes: how long the replicas' links are held before the primary is killed (the
+    writes of that window are acknowledged by the primary alone)."""
 
 
 @dataclass(frozen=True)
@@ -275,6 +307,9 @@ class Plan:
     changes: tuple[TemplateChange, ...]
     faults: tuple[FaultPlan, ...]
     swarms: tuple[SwarmPlan, ...] = field(default=SWARMS)
+    unreplicated_at: float | None = None
+    """Seconds after the start when the operators are rolled to ``REDIS_MIN_REPLICAS=0`` (None:
+    1 for the whole run)."""
 
     def digest(self) -> str:
         """A short hash of the whole plan: two runs with the same seed and size print the same one."""
@@ -285,7 +320,8 @@ class Plan:
         """Executions by kind, and how many get a cancel or a delete at a random moment."""
         counted: Counter[str] = Counter()
         for execution in self.executions:
-            counted[execution.kind + (" (name used again)" if execution.incarnation else "")] += 1
+            again = " (name forgotten and applied again)" if execution.forget else " (name used again)"
+            counted[execution.kind + (again if execution.incarnation else "")] += 1
             if execution.action is not None:
                 counted[f"{execution.action} at a random moment"] += 1
         return dict(sorted(counted.items()))
@@ -297,6 +333,14 @@ def fault_kinds(node: Node) -> tuple[FaultKind, ...]:
     return tuple(k for k in _WEIGHTS if k not in other)
 
 
+#: Share of the period after which the operators run with ``REDIS_MIN_REPLICAS=0``.
+UNREPLICATED_SHARE: Final = 0.45
+#: The earliest a ``redis-lost-writes`` fault comes after the switch to 0 (both replicas rolled).
+AFTER_SWITCH: Final = 8.0
+#: Names forgotten and applied again while the links of each ``redis-lost-writes`` fault are held.
+IN_HOLD: Final = 2
+
+
 def make(
     *,
     seed: int,
@@ -305,17 +349,23 @@ def make(
     faults: int,
     node: Node = "kwok",
     reuse_share: float = 0.04,
+    forget_share: float = 0.03,
     cancel_share: float = 0.10,
     delete_share: float = 0.12,
     heavy_once: bool = False,
+    unreplicated_share: float | None = UNREPLICATED_SHARE,
 ) -> Plan:
     """The plan for ``seed``: ``executions`` Executions over ``period`` seconds, ``faults`` faults
-    (at least one of each kind), names used again for ``reuse_share`` of them.
+    (at least one of each kind), names used again for ``reuse_share`` of them, names forgotten and
+    applied again for ``forget_share``.
 
     ``heavy_once``: the faults that stop a process (operators, Redis servers, the cluster's) come
     once each and the others fill the count. A killed leader stops every launch for up to a
     lease (the standby takes over once the dead leader's Lease has expired), so a short run with
     several of them measures little but that wait.
+
+    ``unreplicated_share``: when the operators go to ``REDIS_MIN_REPLICAS=0``, as a share of the
+    period (None: never, and no ``redis-lost-writes``; see the module docstring).
     """
     rng = random.Random(seed)
     kinds = list(_KIND_WEIGHTS)
@@ -324,7 +374,8 @@ def make(
     for swarm in SWARMS:
         by_kind.setdefault(swarm.kind, []).append(swarm)
     reused = int(executions * reuse_share)
-    first = executions - reused
+    forgotten = int(executions * forget_share)
+    first = executions - reused - forgotten
     planned: list[ExecutionPlan] = []
     spacing = period * 0.85 / max(first, 1)  # The last sixth of the period is for the names used again.
     for index in range(first):
@@ -352,7 +403,8 @@ def make(
     # Names from the first half of the run, used again in its last sixth: the first Execution of
     # the name has had time to end (the soak then deletes it, and waits for it and its Pod to go).
     candidates = [e for e in planned if e.action != "delete" and e.at < period * 0.5]
-    for earlier in rng.sample(candidates, min(reused, len(candidates))):
+    chosen = rng.sample(candidates, min(reused + forgotten, len(candidates)))
+    for earlier in chosen[:reused]:
         planned.append(
             ExecutionPlan(
                 name=earlier.name,
@@ -363,6 +415,16 @@ def make(
                 exit_code=earlier.exit_code,
             )
         )
+    unreplicated_at = round(period * unreplicated_share, 3) if unreplicated_share is not None else None
+    fault_plans = _faults(
+        rng,
+        period=period,
+        count=faults,
+        node=node,
+        heavy_once=heavy_once,
+        unreplicated_at=unreplicated_at,
+    )
+    planned += _forgotten(rng, chosen[reused:], faults=fault_plans, period=period)
     planned.sort(key=lambda e: e.at)
     changes = tuple(
         TemplateChange(at=round(period * share, 3), swarm=slug, annotations=annotations, real=real)
@@ -374,27 +436,76 @@ def make(
         period=period,
         executions=tuple(planned),
         changes=changes,
-        faults=_faults(rng, period=period, count=faults, node=node, heavy_once=heavy_once),
+        faults=fault_plans,
+        unreplicated_at=unreplicated_at,
+    )
+
+
+def _forgotten(
+    rng: random.Random, earlier: Sequence[ExecutionPlan], *, faults: Sequence[FaultPlan], period: float
+) -> list[ExecutionPlan]:
+    """Names forgotten and applied again: :data:`IN_HOLD` for each ``redis-lost-writes`` fault,
+    applied again while its links are held (their new owner claim and first records are then
+    acknowledged by the primary alone, and lost with it), the others at random from a third of
+    the period on, at least 15 s after the name's first Execution."""
+    pending = sorted(earlier, key=lambda e: e.at, reverse=True)  # The earliest are applied in a hold.
+    again: list[ExecutionPlan] = []
+    for fault in faults:
+        if fault.kind != "redis-lost-writes":
+            continue
+        for _ in range(IN_HOLD):
+            if not pending:
+                break
+            name = pending.pop()
+            # Its forget comes 15 s before (workload.FORGET_LEAD_IN_HOLD), once its first is gone.
+            at = max(name.at + 30.0, fault.at + 1.0 + rng.uniform(0, fault.hold))
+            again.append(_again(name, at=at, in_hold=True))
+    for name in pending:
+        at = max(name.at + 15.0, rng.uniform(period * 0.3, period * 0.95))
+        again.append(_again(name, at=at, in_hold=False))
+    return again
+
+
+def _again(earlier: ExecutionPlan, *, at: float, in_hold: bool) -> ExecutionPlan:
+    return ExecutionPlan(
+        name=earlier.name,
+        swarm=earlier.swarm,
+        kind=earlier.kind,
+        at=round(at, 3),
+        incarnation=1,
+        forget=True,
+        in_hold=in_hold,
+        exit_code=earlier.exit_code,
     )
 
 
 def _faults(
-    rng: random.Random, *, period: float, count: int, node: Node, heavy_once: bool
+    rng: random.Random,
+    *,
+    period: float,
+    count: int,
+    node: Node,
+    heavy_once: bool,
+    unreplicated_at: float | None,
 ) -> tuple[FaultPlan, ...]:
-    kinds = fault_kinds(node)
+    kinds = [k for k in fault_kinds(node) if unreplicated_at is not None or k != "redis-lost-writes"]
     chosen: list[FaultKind] = list(kinds)
     more = [k for k in kinds if not heavy_once or k not in GROUPS]
     chosen += rng.choices(more, [_WEIGHTS[k] for k in more], k=max(count - len(kinds), 0))
     faults = []
     for kind in chosen:
+        earliest = 3.0
+        if kind == "redis-lost-writes" and unreplicated_at is not None:
+            earliest = min(unreplicated_at + AFTER_SWITCH, max(period - 5.0, 4.0))
         faults.append(
             FaultPlan(
-                at=round(rng.uniform(3.0, max(period - 5.0, 4.0)), 3),
+                at=round(rng.uniform(earliest, max(period - 5.0, earliest + 1.0)), 3),
                 kind=kind,
                 seconds=round(_duration(rng, kind), 3),
                 target=rng.choices(TARGETS, (3, 1))[0] if kind in TARGETED else None,
                 status=rng.choice((500, 503, 504)) if kind == "api-5xx" else 0,
                 delay=round(rng.uniform(2.0, 12.0), 3) if kind == "api-slow" else 0.0,
+                hold=round(rng.uniform(1.0, 3.0), 3) if kind == "redis-lost-writes" else 0.0,
             )
         )
     return tuple(sorted(faults, key=lambda f: f.at))
@@ -405,7 +516,7 @@ def _duration(rng: random.Random, kind: FaultKind) -> float:
         return rng.uniform(1.0, 5.0)
     if kind == "redis-partition":
         return rng.uniform(2.0, 8.0)
-    if kind == "redis-primary-kill":
+    if kind in ("redis-primary-kill", "redis-lost-writes"):
         return rng.uniform(3.0, 8.0)  # Until the old primary is started again (as a replica).
     if kind == "redis-replica-kill":
         return rng.uniform(2.0, 6.0)

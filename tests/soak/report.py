@@ -1,6 +1,7 @@
 """The soak's report: one table (faults by kind, Executions by kind, refused Pods, captures
-verified, violations and what could not be checked, with the seed), then the first examples of
-each finding. Markdown, printed and written to ``--out``.
+verified, the writes Redis lost and the records the operators put back, names forgotten and
+applied again, violations and what could not be checked, with the seed), then the first examples
+of each finding. Markdown, printed and written to ``--out``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tests.soak.checker.model import Finding
+from tests.soak.checker.model import Finding, OperatorLife
 from tests.soak.checker.records import Agreement
 from tests.soak.checker.rules import Verdicts
 from tests.soak.faults import Ledger
@@ -22,6 +23,8 @@ RULES = {
     4: "no worker Pod and no cleanup-journal entry left",
     5: "every Execution converged within the bound",
     6: "operator memory under the bound; no task died without a restart",
+    7: "a name's records are its owner's; a forgotten life stays forgotten; a record put back is the owner's",
+    8: "an Execution is Done only once its worker Pods are gone or going",
 }
 EXAMPLES = 5
 
@@ -44,6 +47,9 @@ class Report:
     bound: float
     rss_bound_mib: float
     notes: list[str] = field(default_factory=list)
+    lives: Sequence[OperatorLife] = ()
+    """Every operator process of the run (their last scrape of the restore counters)."""
+    unreplicated_at: float | None = None
 
     @property
     def violations(self) -> list[Finding]:
@@ -54,6 +60,73 @@ class Report:
 
     def faults_injected(self) -> int:
         return sum(self.ledger.counts().values())
+
+    def _durability(self) -> str:
+        if self.unreplicated_at is None:
+            return "1 for the whole run"
+        done = [c for c in self.ledger.changes if c.ok]
+        if not done:
+            failed = "; ".join(c.detail for c in self.ledger.changes) or "not reached"
+            return f"1; the switch to 0 planned at {self.unreplicated_at:.0f}s failed: {failed}"
+        change = done[0]
+        return f"1, then 0 from {change.started:.0f}s ({change.detail}, {change.ended - change.started:.0f}s)"
+
+    def _lost(self) -> str:
+        faults = [i for i in self.ledger.injected if i.kind == "redis-lost-writes" and i.ok]
+        if not faults:
+            return "no redis-lost-writes fault ran"
+        lost = sum(i.lost or 0 for i in faults)
+        back = sum(i.back or 0 for i in faults)
+        by_hash: Counter[str] = Counter()
+        for fault in faults:
+            by_hash.update(fault.lost_by_hash)
+        return (
+            f"**{lost}** acknowledged fields missing on the promoted replica over {len(faults)} faults "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(by_hash.items())) or 'none'}); "
+            f"{back} of them on the new primary when their fault ended"
+        )
+
+    def _restored(self) -> str:
+        counts = self.verdicts.counts
+        metrics: Counter[str] = Counter()
+        skipped: Counter[str] = Counter()
+        for life in self.lives:
+            metrics.update(life.restored)
+            skipped.update(life.restore_skipped)
+        logged = counts["records restored (logged)"]
+        kinds = ", ".join(
+            f"{kind} {counts[f'records restored (logged): {kind}']}"
+            for kind in ("startup", "journal", "retained")
+            if counts[f"records restored (logged): {kind}"]
+        )
+        scraped = _listed(metrics)
+        matched = counts["records restored that match (the owner is their life, never a forgotten one)"]
+        forgotten = counts["records restored, then forgotten by the user"]
+        return (
+            f"**{logged}** logged ({kinds or 'none'}); /metrics {int(sum(metrics.values()))} ({scraped}), "
+            f"skipped {_listed(skipped)}; each judged by rule 7: {matched} match, {forgotten} forgotten "
+            "by the user since"
+        )
+
+    def _forgotten(self) -> str:
+        counts = self.verdicts.counts
+        tally = self.tally
+        lives = counts["new lives applied"]
+        held = counts["new lives applied while the links were held"]
+        pods, gone = counts["new lives: worker Pods"], counts["new lives: worker Pods gone"]
+        refused = counts["new lives: refused worker Pods gone"]
+        judged = counts["refused pods of forgotten lives (judged just before the forget)"]
+        done, attempts = (
+            counts["Done attempts whose workers were gone or going"],
+            counts["Done attempts judged"],
+        )
+        return (
+            f"**{tally.forgotten}** forgotten ({len(tally.forget_refusals)} refusals, tried again; "
+            f"{tally.forget_waited} waited for held links); {lives} applied again ({held} while a fault "
+            f"held the links), {counts['new lives Done']} Done; their worker Pods {pods}, gone {gone} "
+            f"(refused {refused}); refused Pods of the forgotten lives judged just before the forget: "
+            f"{judged}; Done attempts with their workers gone or going: {done} of {attempts}"
+        )
 
     def markdown(self) -> str:
         counts = self.verdicts.counts
@@ -105,6 +178,10 @@ class Report:
                 "deleted (not judged as refused)",
             ),
             ("read commands (spec) agree", f"{agree} of {len(self.agreements)}"),
+            ("REDIS_MIN_REPLICAS", self._durability()),
+            ("writes Redis lost (redis-lost-writes)", self._lost()),
+            ("records put back by the operators", self._restored()),
+            ("names forgotten and applied again", self._forgotten()),
             (
                 "convergence",
                 f"{counts['seconds to converge after the faults stopped']}s after the faults stopped "
@@ -146,10 +223,15 @@ class Report:
         if disagreeing:
             lines += ["", "## Read commands that disagree", ""]
             lines += [f"- {a.where} {a.slug}/{a.execution}: {a.detail}" for a in disagreeing[:EXAMPLES]]
-        if self.tally.failures or self.tally.reuse_skipped or self.notes:
+        if self.tally.failures or self.tally.reuse_skipped or self.tally.forget_refusals or self.notes:
             lines += ["", "## Notes", ""]
             lines += [f"- {n}" for n in self.notes]
             lines += [f"- workload: {f}" for f in self.tally.failures[:EXAMPLES]]
             lines += [f"- name not used again: {s}" for s in self.tally.reuse_skipped[:EXAMPLES]]
+            lines += [f"- records forget refused: {s}" for s in self.tally.forget_refusals[:EXAMPLES]]
         lines += ["", "Timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in self.timings.items()), ""]
         return "\n".join(lines)
+
+
+def _listed(counted: Mapping[str, float]) -> str:
+    return ", ".join(f"{k} {v:.0f}" for k, v in sorted(counted.items())) or "none"

@@ -6,7 +6,9 @@
   (:mod:`tests.soak.redis_net`).
 * Two operator replicas as processes (``python -m agentihooks_swarm run``, one Lease between
   them, as the chart runs them), each behind its own :class:`~tests.support.proxy.FaultProxy` to the API
-  server and its own proxies to Redis, in Sentinel mode with ``REDIS_MIN_REPLICAS=1``.
+  server and its own proxies to Redis, in Sentinel mode with ``REDIS_MIN_REPLICAS=1``
+  (:meth:`Rig.set_min_replicas` changes it for their next start: the plan rolls them to 0 midway,
+  see :mod:`tests.soak.plan`).
 
 :class:`Rig` is a context manager; its exit stops every process it started, whatever failed.
 """
@@ -31,7 +33,7 @@ from tests.soak.checker.model import OperatorLife
 from tests.soak.checker.observe import sample
 from tests.soak.plan import REPLICAS, Node
 from tests.soak.redis_net import RedisNet
-from tests.soak.redis_set import SentinelSet
+from tests.soak.redis_set import Gate, SentinelSet
 from tests.support import crds
 from tests.support.cluster import ClusterError, ControlPlane, nodes
 from tests.support.operator_process import OperatorProcess
@@ -153,6 +155,8 @@ class Rig:
         self.redis: SentinelSet | None = None
         self.net: RedisNet | None = None
         self.replicas: dict[str, Replica] = {}
+        #: ``REDIS_MIN_REPLICAS`` the operators run with (from their next start when changed).
+        self.min_replicas = int(OPERATOR_ENV["AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS"])
         self._stack = contextlib.ExitStack()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -267,6 +271,31 @@ class Rig:
         finally:
             for replica in self.replicas.values():
                 replica.resume()
+
+    def set_min_replicas(self, replicas: int) -> None:
+        """``REDIS_MIN_REPLICAS`` for the operators' next start (a rollout starts them again)."""
+        self.min_replicas = replicas
+        for replica in self.replicas.values():
+            replica.operator.extra_env["AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS"] = str(replicas)
+
+    def user_env(self) -> dict[str, str]:
+        """What a person has in an operator's container (``kubectl exec deployment/...``, which
+        picks one running Pod): that replica's environment, its API server credentials through
+        its fault proxy, and its proxies to the Sentinels. A command run there meets the faults
+        that replica meets."""
+        running = [r for r in self.replicas.values() if r.pid is not None]
+        replica = (running or list(self.replicas.values()))[0]
+        return replica.operator.environment()
+
+    def replication_held(self) -> bool:
+        """Whether a ``redis-lost-writes`` fault holds the replicas' links now."""
+        return self.sentinel_set.holding.is_set()
+
+    @property
+    def user_gate(self) -> Gate:
+        """What a person's write to Redis passes (closed while a ``redis-lost-writes`` fault is
+        about to hold, or holds, the replicas' links)."""
+        return self.sentinel_set.gate
 
     def lives(self) -> list[OperatorLife]:
         return [life for replica in self.replicas.values() for life in replica.lives]

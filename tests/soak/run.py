@@ -19,7 +19,7 @@ from tests.bench import kube
 from tests.soak import plan as plan_
 from tests.soak.checker import rules
 from tests.soak.checker.model import CONVERGED
-from tests.soak.checker.observe import ExecutionObserver, PodObserver, Prober, sample
+from tests.soak.checker.observe import ExecutionObserver, PodObserver, Prober, restores_logged, sample
 from tests.soak.checker.records import DEFAULT_PREFIX, Stored, read_all, read_commands_agree
 from tests.soak.faults import Injector
 from tests.soak.report import Report
@@ -85,6 +85,7 @@ def run(options: Options) -> Report:
 async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
     timings: dict[str, float] = {}
     markers: dict[str, str] = {}
+    wall_offset = time.time() - time.monotonic()  # The operators' logs say wall-clock times.
     primary = rig.sentinel_set.agreed_primary
     prober = Prober(primary=primary, prefix=DEFAULT_PREFIX)
     async with kube.Api(rig.cluster) as api:
@@ -97,6 +98,9 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             origin=origin,
             markers=markers,
             reuse_patience=options.bound * 0.75,
+            prober=Prober(primary=primary, prefix=DEFAULT_PREFIX),
+            user_env=rig.user_env,
+            replication_held=rig.replication_held,
         )
         pods_seen = PodObserver(
             api=api,
@@ -163,6 +167,17 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
     for replica in rig.replicas.values():  # A last reading of each running process.
         if replica.life is not None and replica.pid is not None:
             sample(replica.life, metrics_port=replica.metrics_port)
+    restores = sorted(
+        (
+            restore
+            for name in rig.replicas
+            for restore in restores_logged(
+                options.workdir / f"operator-{name}.log", replica=name, wall_offset=wall_offset
+            )
+        ),
+        key=lambda r: r.at,
+    )
+    attributed = rules.attribute(pods_seen.pods, executions_seen.executions, planted=workload.planted)
     verdicts = rules.Verdicts()
     verdicts.counts["worker pods seen"] = len(pods_seen.pods)
     verdicts.extend(
@@ -171,6 +186,7 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             stored.captures,
             redis_read=read_error is None,
             executions=executions_seen.executions,
+            forgotten=rules.forgotten_lives(pods_seen.pods, workload.forgets),
         )
     )
     verdicts.extend(rules.judge_deletes(pods_seen.pods, executions=executions_seen.executions))
@@ -181,13 +197,35 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
     )
     verdicts.extend(rules.judge_convergence(executions_seen.executions, faults_end=calm, bound=options.bound))
     verdicts.extend(rules.judge_operators(rig.lives(), rss_bound_mib=options.rss_bound_mib))
+    verdicts.extend(
+        rules.judge_names(
+            pods_seen.pods,
+            stored.captures,
+            stored.owners,
+            attributed=attributed,
+            forgets=workload.forgets,
+            restores=restores,
+            redis_read=read_error is None,
+            origin=origin,
+        )
+    )
+    verdicts.extend(
+        rules.judge_done(pods_seen.pods, executions_seen.executions, attributed=attributed, origin=origin)
+    )
+    verdicts.extend(
+        rules.judge_reapplied(
+            pods_seen.pods, executions_seen.executions, workload.forgets, attributed=attributed
+        )
+    )
     _dump(
         options.workdir,
         pods=[asdict(p) for p in pods_seen.pods.values()],
         executions=[asdict(e) for e in executions_seen.executions.values()],
         captures=[asdict(c) for c in stored.captures],
         findings=[asdict(f) for f in verdicts.findings],
-        faults=[asdict(i) for i in ledger.injected],
+        faults=[asdict(i) for i in ledger.injected + ledger.changes],
+        forgets=[asdict(f) for f in workload.forgets],
+        restores=[asdict(r) for r in restores],
     )
     notes = [f"record that does not parse: {e}" for e in stored.errors]
     if read_error is not None:
@@ -215,6 +253,8 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
         bound=options.bound,
         rss_bound_mib=options.rss_bound_mib,
         notes=notes,
+        lives=rig.lives(),
+        unreplicated_at=plan.unreplicated_at,
     )
 
 

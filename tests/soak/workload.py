@@ -7,6 +7,22 @@ with a fresh random marker each time, recorded in :attr:`Workload.markers`, so t
 which marker the Pod it sees next under that name must carry. A name is used again only once no
 Pod of that name is left (its marker is planted anew for the next Pod), and a planted log is
 removed once its Pod is gone (kwok reads every Logs object on each log request).
+
+**Forget and apply again** (:attr:`~tests.soak.plan.ExecutionPlan.forget`), as a user does after an
+Execution is ``Done`` and its name is wanted again (the ``NameInUse`` condition says how): the
+Execution is deleted; once it is gone (the API server answers 404) the name's records are read
+(the checker's rule 1 judges the forgotten life by them), and ``python -m agentihooks_swarm records
+forget SLUG NAME`` runs with an operator replica's environment, as ``kubectl exec
+deployment/...`` runs it (its API server credentials and Redis, through that replica's fault
+proxies); then the same name is applied again: a new Execution (a new UID), launched. When forget
+refuses (the owning Execution still exists, it cannot ask the API server, Redis is down, the
+cleanup is unfinished) the refusal is kept and it runs again 2 s later. A forget never runs while
+a ``redis-lost-writes`` fault holds the replicas' links: with ``REDIS_MIN_REPLICAS=0`` a forget there
+is acknowledged by the primary alone and lost with it, which brings the forgotten records back
+by Redis' own doing; the failover restore is about what the operator wrote, not what a person
+removed (docs/redis.md), so that is not what the soak judges. A name planned ``in_hold`` is applied
+again while such a fault holds the links (its new owner claim and first records are then lost in
+the failover, and the operator must put back the new life's, never the forgotten one's).
 """
 
 from __future__ import annotations
@@ -14,17 +30,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tests.bench import kube
-from tests.soak.checker.model import CONVERGED, EXECUTION_LABEL, OWNER_LABEL, OWNER_PREFIX, PodHistory
-from tests.soak.checker.observe import EXECUTIONS, ExecutionObserver, PodObserver
+from tests.soak.checker.model import (
+    CONVERGED,
+    EXECUTION_LABEL,
+    OWNER_LABEL,
+    OWNER_PREFIX,
+    Forgotten,
+    PodHistory,
+)
+from tests.soak.checker.observe import EXECUTIONS, ExecutionObserver, PodObserver, Prober
 from tests.soak.plan import MARKER_SH, PROJECT, ExecutionPlan, Plan, RealWorker, TemplateChange
+from tests.soak.redis_set import Gate
 from tests.support import builders, images, pods
 from tests.support.cluster import ClusterError, ControlPlane
 
@@ -33,6 +58,14 @@ GENERATION_LABEL: Final = "swarm.agentihooks.io/generation"
 PLANT_LEAD: Final = 3.0
 #: How long the soak keeps retrying a request while the API server restarts.
 PATIENCE: Final = 120.0
+#: A forgotten name's forget runs this long before it is applied again; longer for a name applied
+#: again in a hold (its forget must be done, and replicated, before the links are held).
+FORGET_LEAD: Final = 6.0
+FORGET_LEAD_IN_HOLD: Final = 15.0
+#: Between two tries of a refused forget.
+FORGET_RETRY: Final = 2.0
+#: How long a name planned ``in_hold`` waits for a held link before it is applied anyway.
+HOLD_PATIENCE: Final = 30.0
 
 
 def worker_pod_name(execution: str) -> str:
@@ -53,6 +86,14 @@ class Tally:
     failures: list[str] = field(default_factory=list)
     adopted_not_failed: int = 0
     """refused-adopted Pods not yet seen Failed when their Execution was created (timing)."""
+    forgotten: int = 0
+    """Names forgotten (``records forget`` said the name is free) and applied again."""
+    forgotten_in_hold: int = 0
+    """Of them, applied again while a redis-lost-writes fault held the replicas' links."""
+    forget_refusals: list[str] = field(default_factory=list)
+    """Each refusal of ``records forget`` (it was run again later)."""
+    forget_waited: int = 0
+    """Forgets that waited for a redis-lost-writes fault's held links to end."""
 
 
 class Workload:
@@ -66,6 +107,10 @@ class Workload:
         origin: float,
         markers: dict[str, str],
         reuse_patience: float = 120.0,
+        prober: Prober | None = None,
+        user_env: Callable[[], Mapping[str, str]] | None = None,
+        replication_held: Callable[[], bool] = lambda: False,
+        gate: Gate | None = None,
     ) -> None:
         self.plan = plan
         self.api = api
@@ -81,6 +126,15 @@ class Workload:
         self.planted: dict[str, str] = {}
         self.pods: PodObserver | None = None
         self.executions: ExecutionObserver | None = None
+        #: Reads a name's records just before its forget (the checker's reader).
+        self.prober = prober
+        #: The environment ``records forget`` runs with (an operator replica's).
+        self.user_env = user_env
+        self.replication_held = replication_held
+        #: Closed while a redis-lost-writes fault holds (or is about to hold) the links.
+        self.gate = gate or Gate()
+        #: The names forgotten and applied again, for the checker.
+        self.forgets: list[Forgotten] = []
         self._threads = ThreadPoolExecutor(max_workers=6, thread_name_prefix="soak-plant")
         self._name_locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -126,8 +180,8 @@ class Workload:
         janitor = asyncio.create_task(self._clean_logs(), name="soak janitor")
         try:
             changes = [asyncio.create_task(self._change(change)) for change in self.plan.changes]
-            for execution in self.plan.executions:
-                await asyncio.sleep(max(execution.at - PLANT_LEAD - self.now(), 0))
+            for execution in sorted(self.plan.executions, key=_start):
+                await asyncio.sleep(max(_start(execution) - self.now(), 0))
                 task = asyncio.create_task(self._play(execution), name=f"play {execution.name}")
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -144,13 +198,19 @@ class Workload:
         try:
             if execution.incarnation and not await self._ready_for_reuse(execution):
                 return
+            forgotten = await self._forget(execution) if execution.forget else None
+            if execution.forget and forgotten is None:
+                return
             pod = worker_pod_name(execution.name)
             if not self.real:
                 await self._plant(pod)
             await asyncio.sleep(max(execution.at - self.now(), 0))
+            if execution.in_hold:
+                await self._until_held()
             planted = (
                 await self._plant_failed_pod(execution, pod) if execution.kind == "refused-adopted" else None
             )
+            held = self.replication_held()
             body = builders.execution(
                 name=execution.name,
                 namespace=self.namespace,
@@ -163,6 +223,11 @@ class Workload:
             )
             if planted is not None:
                 self.planted[planted] = str((created.get("metadata") or {}).get("uid") or "")
+            if forgotten is not None:
+                forgotten.new_uid = str((created.get("metadata") or {}).get("uid") or "") or None
+                forgotten.applied_at = time.monotonic()
+                forgotten.in_hold = held and self.replication_held()
+                self.tally.forgotten_in_hold += int(forgotten.in_hold)
             self.tally.created[execution.kind] += 1
             self.last_activity = self.now()
             if execution.incarnation:
@@ -219,6 +284,93 @@ class Workload:
                 return False
             await asyncio.sleep(0.5)
         return True
+
+    async def _forget(self, execution: ExecutionPlan) -> Forgotten | None:
+        """The name's earlier Execution is gone (:meth:`_ready_for_reuse`): make sure the API
+        server says so (404), read its records, and run ``records forget`` until the name is free
+        (None, and why, when it is not within the reuse patience)."""
+        assert self.executions is not None and self.prober is not None and self.user_env is not None
+        earlier = self.executions.by_name(execution.name)
+        old_uid = earlier.uid if earlier is not None else ""
+        path = f"{EXECUTIONS}/namespaces/{self.namespace}/executions/{execution.name}"
+        deadline = time.monotonic() + self.reuse_patience
+        await asyncio.sleep(max(execution.at - _forget_lead(execution) - self.now(), 0))
+        refusals: list[str] = []
+        while True:
+            if time.monotonic() > deadline:
+                self.tally.reuse_skipped.append(
+                    f"{execution.name}: not forgotten after {self.reuse_patience:.0f}s: "
+                    f"{refusals[-1] if refusals else 'its Execution still exists'}"
+                )
+                return None
+            answer = await self._request("GET", path, ok=(200, 404))
+            if answer.get("kind") == "Status" and answer.get("code") == 404:
+                break
+            await asyncio.sleep(0.5)
+        read = await self.prober.read(slug=execution.swarm, execution=execution.name)
+        while True:
+            if time.monotonic() > deadline:
+                self.tally.reuse_skipped.append(
+                    f"{execution.name}: not forgotten within {self.reuse_patience:.0f}s: "
+                    f"{refusals[-1] if refusals else 'a redis-lost-writes fault held the links'}"
+                )
+                return None
+            entered = self.gate.enter()
+            if not entered:
+                self.tally.forget_waited += 1
+                entered = await _until(self.gate.enter, timeout=PATIENCE)  # In once it says so.
+            if not entered:
+                continue  # The deadline above says it.
+            try:
+                code, said = await self._run_forget(slug=execution.swarm, name=execution.name)
+            finally:
+                self.gate.leave()
+            if code == 0:
+                break
+            refusals.append(f"exit {code}: {said}")
+            self.tally.forget_refusals.append(f"{execution.name}: exit {code}: {said}")
+            await asyncio.sleep(FORGET_RETRY)
+        forgotten = Forgotten(
+            slug=execution.swarm,
+            name=execution.name,
+            old_uid=old_uid,
+            forgotten_at=time.monotonic(),
+            before=read[0] if read is not None else None,
+            owner_before=read[1] if read is not None else None,
+            refusals=refusals,
+        )
+        self.forgets.append(forgotten)
+        self.tally.forgotten += 1
+        return forgotten
+
+    async def _run_forget(self, *, slug: str, name: str) -> tuple[int, str]:
+        """``python -m agentihooks_swarm records forget SLUG NAME`` with an operator's environment:
+        its exit code, and what it said (its last line)."""
+        assert self.user_env is not None
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agentihooks_swarm",
+            "records",
+            "forget",
+            slug,
+            name,
+            env=dict(self.user_env()),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            return -1, "no answer within 60s"
+        lines = out.decode(errors="replace").strip().splitlines()
+        return int(process.returncode or 0), (lines[-1] if lines else "")[:300]
+
+    async def _until_held(self) -> None:
+        """Until a redis-lost-writes fault holds the replicas' links (or HOLD_PATIENCE)."""
+        await _until(self.replication_held, timeout=HOLD_PATIENCE)
 
     async def _plant_failed_pod(self, execution: ExecutionPlan, pod: str) -> str:
         """The worker Pod of a refused-adopted Execution, planted first and already failed (the
@@ -347,6 +499,29 @@ class Workload:
                 if time.monotonic() > deadline or not _transient(str(error)):
                     raise
                 await asyncio.sleep(1.0)
+
+
+async def _until(condition: Callable[[], bool], *, timeout: float) -> bool:
+    """Until ``condition()`` (a thread's flag: polled), or ``timeout``; whether it came."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+
+
+def _start(execution: ExecutionPlan) -> float:
+    """When the workload takes an Execution up: its log planted first, and before that its name's
+    forget."""
+    return execution.at - PLANT_LEAD - _forget_lead(execution)
+
+
+def _forget_lead(execution: ExecutionPlan) -> float:
+    if not execution.forget:
+        return 0.0
+    return FORGET_LEAD_IN_HOLD if execution.in_hold else FORGET_LEAD
 
 
 _POD_ENV: Final = [

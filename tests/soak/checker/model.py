@@ -13,6 +13,8 @@ from typing import Any, Final, Literal
 #: The owner label on every worker Pod: ``agentihooks-swarm-<slug>``.
 OWNER_LABEL: Final = "swarm.agentihooks.io/controller-owner"
 EXECUTION_LABEL: Final = "swarm.agentihooks.io/execution-id"
+#: The attempt a worker Pod is for (``swarm-worker-<execution>-<generation>``).
+GENERATION_LABEL: Final = "swarm.agentihooks.io/generation"
 OWNER_PREFIX: Final = "agentihooks-swarm-"
 #: The planted marker in a worker's log: unique to the Pod (see :mod:`tests.soak.workload`).
 MARKER: Final = re.compile(r"soak-marker-([0-9a-f]{16})")
@@ -66,6 +68,8 @@ class PodHistory:
     first_seen: float
     status: dict[str, Any] = field(default_factory=dict)
     """The last status seen (from the DELETED event once it is gone)."""
+    attempt: int = 1
+    """Its generation label: the Execution's attempt it is the worker of."""
     seen_refused: bool = False
     """A status seen up to its deletion was refused (refusal never goes back)."""
     refused_at: float | None = None
@@ -107,6 +111,12 @@ class PodHistory:
             self.refused_after_delete = True
         if deleting and self.deleting_at is None:
             self.deleting_at = at
+
+
+def pod_attempt(pod: Mapping[str, Any]) -> int:
+    """The attempt a worker Pod is for (its generation label; 1 when it has none)."""
+    value = str(((pod.get("metadata") or {}).get("labels") or {}).get(GENERATION_LABEL) or "1")
+    return int(value) if value.isdigit() else 1
 
 
 def pod_identity(pod: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
@@ -195,6 +205,20 @@ def captures_from(*, where: Where, slug: str, execution: str, raw: str) -> list[
     return found
 
 
+def owner_uid(raw: Any) -> str | None:
+    """The Execution UID in a stored owner claim (``execution-owners``: ``{"uid", "namespace",
+    "at"}``), or None for no claim; a claim that does not parse is refused."""
+    if raw is None:
+        return None
+    try:
+        document = json.loads(str(raw))
+    except ValueError as e:
+        raise RecordError(f"owner claim: not JSON: {str(raw)[:200]!r}") from e
+    if not isinstance(document, Mapping) or not isinstance(document.get("uid"), str):
+        raise RecordError(f"owner claim without a uid: {str(raw)[:200]!r}")
+    return str(document["uid"])
+
+
 @dataclass(frozen=True)
 class Finding:
     rule: int
@@ -224,6 +248,9 @@ class ExecutionHistory:
     deleting_at: float | None = None
     gone_at: float | None = None
     vanished: bool = False
+    first_seen: float = 0.0
+    done: dict[int, float] = field(default_factory=dict)
+    """Attempt (``status.attempt``) -> when it was first seen ``Done`` with that attempt."""
 
     def observe(self, *, body: Mapping[str, Any], at: float) -> None:
         status = body.get("status") or {}
@@ -231,6 +258,9 @@ class ExecutionHistory:
         self.launched = self.launched or bool(status.get("hand"))
         if self.phase in CONVERGED and self.converged_at is None:
             self.converged_at = at
+        if self.phase == "Done":
+            attempt = status.get("attempt")
+            self.done.setdefault(attempt if isinstance(attempt, int) and attempt > 0 else 1, at)
         if (body.get("metadata") or {}).get("deletionTimestamp") and self.deleting_at is None:
             self.deleting_at = at
 
@@ -251,3 +281,45 @@ class OperatorLife:
     """``agentihooks_swarm_task_up`` per task at its last scrape (None: /metrics had no such family)."""
     task_restarts: dict[str, float] | None = None
     scrapes: int = 0
+    restored: dict[str, float] = field(default_factory=dict)
+    """``agentihooks_swarm_evidence_restored_total`` per record kind at its last scrape."""
+    restore_skipped: dict[str, float] = field(default_factory=dict)
+    """``agentihooks_swarm_evidence_restore_skipped_total`` per reason at its last scrape."""
+
+
+@dataclass
+class Forgotten:
+    """A name the workload forgot (``records forget``, as a user runs it) and applied again."""
+
+    slug: str
+    name: str
+    old_uid: str
+    """The Execution whose records were forgotten (deleted and gone before the forget)."""
+    forgotten_at: float
+    """When the forget said the name was free (same clock as the histories)."""
+    before: list[Capture] | None
+    """The name's captures read just before the forget (None: Redis could not be read)."""
+    owner_before: str | None = None
+    """The name's owner claim (an Execution UID) read just before the forget."""
+    new_uid: str | None = None
+    """The Execution applied again under the name (None: it was not created)."""
+    applied_at: float | None = None
+    in_hold: bool = False
+    """Applied again while a redis-lost-writes fault held the replicas' links."""
+    refusals: list[str] = field(default_factory=list)
+    """What ``records forget`` answered each time it refused (it was run again later)."""
+
+
+@dataclass(frozen=True)
+class Restore:
+    """One record an operator said (in its log) it put back after a change of the Redis primary."""
+
+    kind: str
+    """``startup``, ``journal`` or ``retained``."""
+    slug: str
+    execution: str
+    at: float
+    """Same clock as the histories (from the log line's time)."""
+    replica: str
+    short: bool = False
+    """Written, but fewer replicas than REDIS_MIN_REPLICAS acknowledged it in time."""

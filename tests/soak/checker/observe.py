@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import re
 import time
@@ -24,15 +25,19 @@ import redis
 
 from tests.bench import kube
 from tests.soak.checker.model import (
+    Capture,
     ExecutionHistory,
     OperatorLife,
     PodHistory,
     Probe,
     RecordError,
+    Restore,
     captures_from,
+    owner_uid,
+    pod_attempt,
     pod_identity,
 )
-from tests.soak.checker.records import HASHES, key
+from tests.soak.checker.records import HASHES, OWNERS, key
 
 EXECUTIONS: Final = "/apis/swarm.agentihooks.io/v1alpha1"
 #: How long a probe keeps trying a Redis that does not answer (a failover takes seconds).
@@ -164,6 +169,7 @@ class PodObserver:
                 execution=execution,
                 marker=self.marker(name, uid),
                 first_seen=at,
+                attempt=pod_attempt(pod),
             )
         if history.gone:
             return
@@ -231,7 +237,9 @@ class ExecutionObserver:
         if history is None:
             if kind == "DELETED":
                 return
-            history = self.executions[uid] = ExecutionHistory(uid=uid, name=str(metadata.get("name")))
+            history = self.executions[uid] = ExecutionHistory(
+                uid=uid, name=str(metadata.get("name")), first_seen=at
+            )
         if history.gone_at is not None:
             return
         history.observe(body=body, at=at)
@@ -284,12 +292,36 @@ class Prober:
                 await asyncio.sleep(0.5)
         return Probe(found=None, detail=last)
 
-    def _once(self, *, slug: str, execution: str, uid: str) -> Probe:
+    async def read(self, *, slug: str, execution: str) -> tuple[list[Capture], str | None] | None:
+        """Every capture stored for ``execution`` and its owner claim (an Execution UID), read as
+        :meth:`probe` reads; None when Redis could not be read within the probe's patience."""
+        deadline = time.monotonic() + PROBE_PATIENCE
+        async with self._gate:
+            while time.monotonic() < deadline:
+                try:
+                    return await asyncio.to_thread(self._read, slug=slug, execution=execution)
+                except (redis.exceptions.RedisError, RecordError):
+                    await asyncio.sleep(0.5)
+        return None
+
+    def _read(self, *, slug: str, execution: str) -> tuple[list[Capture], str | None]:
+        *replies, owner = self._replies(slug=slug, execution=execution, owner=True)
+        found: list[Capture] = []
+        for where, raw in zip(HASHES, replies, strict=True):
+            if raw is not None:
+                found += captures_from(where=where, slug=slug, execution=execution, raw=str(raw))
+        return found, owner_uid(owner)
+
+    def _replies(self, *, slug: str, execution: str, owner: bool = False) -> list[Any]:
+        """HGET of each hash a capture may be in (and the owner claim), in one transaction with
+        ``ROLE``: only a primary with a replica in sync answers."""
         client = self.primary()
         try:
             pipe = client.pipeline(transaction=True)
             for where in HASHES:
                 pipe.hget(key(self.prefix, slug, HASHES[where]), execution)
+            if owner:
+                pipe.hget(key(self.prefix, slug, OWNERS), execution)
             pipe.execute_command("ROLE")  # type: ignore[no-untyped-call]
             *replies, role = pipe.execute()
         finally:
@@ -297,6 +329,10 @@ class Prober:
         refused = not_a_primary(role)
         if refused:
             raise redis.exceptions.ConnectionError(f"read from {refused}")
+        return list(replies)
+
+    def _once(self, *, slug: str, execution: str, uid: str) -> Probe:
+        replies = self._replies(slug=slug, execution=execution)
         held = []
         for where, raw in zip(HASHES, replies, strict=True):
             if raw is None:
@@ -312,6 +348,17 @@ class Prober:
 
 
 _SAMPLE: Final = re.compile(r'^(agentihooks_swarm_task_(?:up|restarts_total))\{task="([^"]*)"\}\s+(\S+)$')
+#: The failover restore's counters (docs/redis.md): records put back, by kind; not put back, by why.
+_RESTORES: Final = re.compile(
+    r'^agentihooks_swarm_evidence_(restored|restore_skipped)_total\{(?:record|reason)="([^"]*)"\}\s+(\S+)$'
+)
+#: The operator's log line for each record it put back (docs/redis.md, "names each record put back"),
+#: with the logging module's default time: ``[2026-12-04 11:51:09,513] logger [WARNING ] Restored the
+#: startup record of SLUG/EXECUTION: ...`` (or ``..., but`` when WAIT fell short).
+_RESTORED_LINE: Final = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\].*?Restored the (\w+) record of "
+    r"([^/\s]+)/([^\s:,]+)(:|, but)"
+)
 
 
 def read_memory(pid: int) -> int | None:
@@ -330,8 +377,55 @@ def read_memory(pid: int) -> int | None:
 
 def scrape(port: int) -> tuple[dict[str, float], dict[str, float]] | None:
     """``(task_up, task_restarts)`` from ``/metrics``; None when neither family exists."""
+    return tasks(_metrics(port))
+
+
+def _metrics(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as answer:
-        text = answer.read().decode(errors="replace")
+        return str(answer.read().decode(errors="replace"))
+
+
+def restores(text: str) -> tuple[dict[str, float], dict[str, float]]:
+    """``(restored by record, skipped by reason)`` from a ``/metrics`` text (empty when absent)."""
+    restored: dict[str, float] = {}
+    skipped: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _RESTORES.match(line.strip())
+        if match:
+            family, label, value = match.groups()
+            (restored if family == "restored" else skipped)[label] = float(value)
+    return restored, skipped
+
+
+def restores_logged(path: Path, *, replica: str, wall_offset: float) -> list[Restore]:
+    """The records an operator's log says it put back. ``wall_offset``: ``time.time() -
+    time.monotonic()`` (the log's times are wall-clock, local; the histories' monotonic)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        match = _RESTORED_LINE.match(line)
+        if match is None:
+            continue
+        stamp, millis, kind, slug, execution, how = match.groups()
+        wall = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp() + int(millis) / 1000
+        found.append(
+            Restore(
+                kind=kind,
+                slug=slug,
+                execution=execution,
+                at=wall - wall_offset,
+                replica=replica,
+                short=how != ":",
+            )
+        )
+    return found
+
+
+def tasks(text: str) -> tuple[dict[str, float], dict[str, float]] | None:
+    """``(task_up, task_restarts)`` from a ``/metrics`` text; None when neither family exists."""
     up: dict[str, float] = {}
     restarts: dict[str, float] = {}
     for line in text.splitlines():
@@ -353,9 +447,11 @@ def sample(life: OperatorLife, *, metrics_port: int | None) -> None:
     if metrics_port is None:
         return
     try:
-        scraped = scrape(metrics_port)
+        text = _metrics(metrics_port)
     except OSError:
         return
     life.scrapes += 1
+    scraped = tasks(text)
     if scraped is not None:
         life.tasks_up, life.task_restarts = scraped
+    life.restored, life.restore_skipped = restores(text)

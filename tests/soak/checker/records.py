@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import redis
 
-from tests.soak.checker.model import Capture, RecordError, Where, captures_from
+from tests.soak.checker.model import Capture, RecordError, Where, captures_from, owner_uid
 
 DEFAULT_PREFIX: Final = "agentihooks-swarm"
 HASHES: Final[Mapping[Where, str]] = {
@@ -27,6 +27,8 @@ HASHES: Final[Mapping[Where, str]] = {
     "journal": "cleanup-journal",
     "retained": "attempt-retained",
 }
+#: Which Execution (by UID) a name's records belong to: ``{"uid", "namespace", "at"}`` per name.
+OWNERS: Final = "execution-owners"
 
 #: The spec's "Launch removal capture" command.
 READ_LAUNCH: Final = """
@@ -65,12 +67,24 @@ class Stored:
     journal: list[tuple[str, str]] = field(default_factory=list)
     raw: dict[tuple[Where, str, str], str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(slug, execution name) -> the UID of the Execution that owns the name's records."""
 
 
 def read_all(client: redis.Redis, *, prefix: str, slugs: Iterable[str]) -> Stored:
-    """Every launch record, journal entry and retained record of ``slugs`` (HGETALL each)."""
+    """Every launch record, journal entry, retained record and owner claim of ``slugs`` (HGETALL
+    each)."""
     stored = Stored()
     for slug in slugs:
+        claims: Mapping[Any, Any] = client.hgetall(key(prefix, slug, OWNERS))
+        for execution, raw in claims.items():
+            try:
+                uid = owner_uid(raw)
+            except RecordError as error:
+                stored.errors.append(f"{OWNERS} {slug}/{execution}: {error}")
+                continue
+            if uid is not None:
+                stored.owners[(slug, str(execution))] = uid
         for where, name in HASHES.items():
             found: Mapping[Any, Any] = client.hgetall(key(prefix, slug, name))
             for execution, raw in found.items():

@@ -1,4 +1,4 @@
-"""The six checks, as pure functions: histories and records in, findings and counts out.
+"""The eight checks, as pure functions: histories and records in, findings and counts out.
 
 1. Every refused Pod that is gone has a capture carrying its own UID (refused by its status up
    to its delete: a Pod the delete stopped is not a refused Pod deleted), stored under its own
@@ -15,11 +15,25 @@
    gone, within ``bound`` seconds of the faults stopping.
 6. Each operator process stayed under ``rss_bound_mib`` (VmHWM), exited only when the soak ended
    it, and every background task was up at its last scrape (``agentihooks_swarm_task_up``).
+7. A name's records belong to the Execution that owns the name (its UID in ``execution-owners``):
+   no record under a name holds a Pod of another Execution; a life whose records the user forgot
+   (``records forget``) stays forgotten (none of its Pods' captures, nor its owner claim, is back
+   at the end); and each record an operator logged it put back after a failover is, at the end,
+   the owner's and never a forgotten life's.
+8. An Execution is ``Done`` only once its worker Pods are gone or going: no worker Pod of the
+   attempt it finished is still there (not being deleted) ``DONE_SLACK`` seconds after the checker
+   saw it ``Done``, and none is created after.
+
+Which Execution a Pod belongs to (:func:`attribute`): the one the soak planted it for, else the
+newest Execution of its name the checker had seen when it first saw the Pod (a name is used again
+only once its earlier Execution and Pod are gone). A refused Pod of a forgotten life is judged by
+rule 1 against what Redis held just before the forget (the user removed the rest).
 
 "could not check" (``unchecked``) is kept apart from ``violated``: a Pod deleted while the
 checker's watch was broken and last seen not refused, a capture of a Pod it never saw, a probe
 that found Redis unreachable, a log without any marker (kwok served no planted log), a metric
-that does not exist.
+that does not exist, records under a name with no owner claim, a record logged as put back that
+is not in Redis at the end.
 """
 
 from __future__ import annotations
@@ -27,15 +41,28 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from tests.soak.checker.model import (
     Capture,
     ExecutionHistory,
     Finding,
+    Forgotten,
     OperatorLife,
     PodHistory,
+    Restore,
     ran,
 )
+
+#: Rule 8: how long after the checker saw an Execution ``Done`` its worker's delete may be seen (the
+#: Pods and the Executions come in two watches; the delete happens first).
+DONE_SLACK = 10.0
+#: Which stored record a restore of each kind writes (a journal entry may be retained since).
+RESTORED_IN: Final[Mapping[str, tuple[str, ...]]] = {
+    "startup": ("launch",),
+    "journal": ("journal", "retained"),
+    "retained": ("retained",),
+}
 
 
 @dataclass
@@ -72,11 +99,15 @@ def judge_captures(
     *,
     redis_read: bool = True,
     executions: Mapping[str, ExecutionHistory] | None = None,
+    forgotten: Mapping[str, Forgotten] | None = None,
 ) -> Verdicts:
     """Rules 1 and 2 (see the module docstring); ``redis_read=False``: the end reads failed.
-    ``executions`` only adds to a finding that its Pod's name was used again."""
+    ``executions`` only adds to a finding that its Pod's name was used again. ``forgotten``
+    (:func:`forgotten_lives`): Pods whose records the user forgot, judged by rule 1 against what
+    Redis held just before the forget."""
     verdicts = Verdicts()
     reused = _reused_names(executions or {})
+    forgotten = forgotten or {}
     by_uid: dict[str, list[Capture]] = defaultdict(list)
     for capture in captures:
         if capture.startup is not None:
@@ -93,6 +124,17 @@ def judge_captures(
                 )
             continue
         verdicts.counts["refused pods gone"] += 1
+        forget = forgotten.get(pod.uid)
+        if forget is not None:
+            verdicts.counts["refused pods of forgotten lives (judged just before the forget)"] += 1
+            if forget.before is None:
+                verdicts.unchecked(
+                    1, _pod(pod), "its records were forgotten, and Redis could not be read just before"
+                )
+                continue
+            before = [c for c in forget.before if c.uid == pod.uid and c.startup is not None]
+            _judge_refused(verdicts, pod, before, reused=reused, when=" just before the forget")
+            continue
         if not redis_read:
             verdicts.unchecked(1, _pod(pod), "Redis could not be read at the end")
             continue
@@ -130,13 +172,13 @@ def _timing(pod: PodHistory, reused: Counter[str]) -> str:
 
 
 def _judge_refused(
-    verdicts: Verdicts, pod: PodHistory, found: list[Capture], *, reused: Counter[str]
+    verdicts: Verdicts, pod: PodHistory, found: list[Capture], *, reused: Counter[str], when: str = ""
 ) -> None:
     if not found:
         verdicts.violated(
             1,
             _pod(pod),
-            f"refused ({_brief(pod)}) and deleted; no capture carries its UID{_timing(pod, reused)}",
+            f"refused ({_brief(pod)}) and deleted; no capture carries its UID{when}{_timing(pod, reused)}",
         )
         return
     per_record = Counter((c.where, c.slug, c.execution) for c in found if c.where != "journal")
@@ -300,6 +342,264 @@ def judge_operators(lives: Sequence[OperatorLife], *, rss_bound_mib: float) -> V
             "no agentihooks_swarm_task_up on their /metrics "
             f"({scraped} answered a scrape): whether a background task died is not known",
         )
+    return verdicts
+
+
+def attribute(
+    pods: Mapping[str, PodHistory],
+    executions: Mapping[str, ExecutionHistory],
+    *,
+    planted: Mapping[str, str] | None = None,
+) -> dict[str, str | None]:
+    """Pod UID -> the UID of the Execution it is the worker of (None: no Execution of its name
+    was seen). A Pod the soak planted belongs to the Execution it was planted for; any other to the
+    newest Execution of its name first seen no later than the Pod (the earliest, for a Pod seen
+    first: the two watches are not ordered between them)."""
+    planted = planted or {}
+    lives: dict[str, list[ExecutionHistory]] = defaultdict(list)
+    for execution in executions.values():
+        lives[execution.name].append(execution)
+    for found in lives.values():
+        found.sort(key=lambda e: e.first_seen)
+    owners: dict[str, str | None] = {}
+    for pod in pods.values():
+        if pod.uid in planted:
+            owners[pod.uid] = planted[pod.uid]
+            continue
+        named = lives.get(pod.execution, [])
+        before = [e for e in named if e.first_seen <= pod.first_seen]
+        chosen = before[-1] if before else (named[0] if named else None)
+        owners[pod.uid] = chosen.uid if chosen is not None else None
+    return owners
+
+
+def forgotten_lives(pods: Mapping[str, PodHistory], forgets: Iterable[Forgotten]) -> dict[str, Forgotten]:
+    """Pod UID -> the forget that removed its records: every Pod of the name seen before it."""
+    found: dict[str, Forgotten] = {}
+    for forget in sorted(forgets, key=lambda f: f.forgotten_at):
+        for pod in pods.values():
+            if (pod.slug, pod.execution) == (
+                forget.slug,
+                forget.name,
+            ) and pod.first_seen < forget.forgotten_at:
+                found.setdefault(pod.uid, forget)
+    return found
+
+
+def _where(capture: Capture) -> str:
+    return f"{capture.where} {capture.slug}/{capture.execution}"
+
+
+def judge_names(
+    pods: Mapping[str, PodHistory],
+    captures: Sequence[Capture],
+    owners: Mapping[tuple[str, str], str],
+    *,
+    attributed: Mapping[str, str | None],
+    forgets: Sequence[Forgotten] = (),
+    restores: Sequence[Restore] = (),
+    redis_read: bool = True,
+    origin: float = 0.0,
+) -> Verdicts:
+    """Rule 7 (see the module docstring). ``owners``: (slug, name) -> the owner claim's UID at the
+    end; ``attributed``: :func:`attribute`; ``restores``: what the operators logged they put back.
+    ``origin``: the soak's start (findings say times from it)."""
+    verdicts = Verdicts()
+    if not redis_read:
+        if forgets or restores:
+            verdicts.unchecked(7, "the end state", "Redis could not be read at the end")
+        return verdicts
+    forgotten = forgotten_lives(pods, forgets)
+    by_name: dict[tuple[str, str], list[Capture]] = defaultdict(list)
+    for capture in captures:
+        by_name[(capture.slug, capture.execution)].append(capture)
+    # A forgotten life stays forgotten: none of its Pods' captures, nor its owner claim, is back.
+    for capture in captures:
+        forget = forgotten.get(capture.uid)
+        if forget is not None:
+            verdicts.violated(
+                7,
+                _where(capture),
+                f"holds pod {capture.pod} (uid {capture.uid}) of the life forgotten at "
+                f"{forget.forgotten_at - origin:.1f}s (Execution uid {forget.old_uid})"
+                + _restored_since(restores, forget, origin=origin),
+            )
+    for forget in forgets:
+        verdicts.counts["names forgotten"] += 1
+        if owners.get((forget.slug, forget.name)) == forget.old_uid:
+            verdicts.violated(
+                7,
+                f"execution-owners {forget.slug}/{forget.name}",
+                f"the owner claim of the life forgotten at {forget.forgotten_at - origin:.1f}s (uid "
+                f"{forget.old_uid}) is back" + _restored_since(restores, forget, origin=origin),
+            )
+    # Every record under a name is its owner's.
+    for (slug, name), found in sorted(by_name.items()):
+        owner = owners.get((slug, name))
+        seen = [c for c in found if c.uid in pods and c.uid not in forgotten]
+        if owner is None:
+            verdicts.unchecked(
+                7,
+                f"{slug}/{name}",
+                f"records ({', '.join(sorted({c.where for c in found}))}) and no owner claim: whose "
+                "they are cannot be told",
+            )
+            continue
+        strangers = [c for c in seen if attributed.get(c.uid) not in (None, owner)]
+        for capture in strangers:
+            verdicts.violated(
+                7,
+                _where(capture),
+                f"holds pod {capture.pod} (uid {capture.uid}) of Execution uid "
+                f"{attributed.get(capture.uid)}, but the name is owned by Execution uid {owner}",
+            )
+        if not strangers:
+            verdicts.counts["names whose records are their owner's"] += 1
+    verdicts.extend(
+        _judge_restores(
+            restores, by_name=by_name, owners=owners, forgets=forgets, attributed=attributed, origin=origin
+        )
+    )
+    return verdicts
+
+
+def _restored_since(restores: Sequence[Restore], forget: Forgotten, *, origin: float) -> str:
+    since = [
+        r
+        for r in restores
+        if (r.slug, r.execution) == (forget.slug, forget.name) and r.at >= forget.forgotten_at
+    ]
+    if not since:
+        return ""
+    said = ", ".join(f"{r.kind} by {r.replica} at {r.at - origin:.1f}s" for r in since)
+    return f"; the operators logged they restored it since: {said}"
+
+
+def _judge_restores(
+    restores: Sequence[Restore],
+    *,
+    by_name: Mapping[tuple[str, str], list[Capture]],
+    owners: Mapping[tuple[str, str], str],
+    forgets: Sequence[Forgotten],
+    attributed: Mapping[str, str | None],
+    origin: float,
+) -> Verdicts:
+    """Rule 7 for each record an operator logged it put back: at the end it is its name's
+    owner's, and of no life forgotten before the restore."""
+    verdicts = Verdicts()
+    for restore in restores:
+        verdicts.counts["records restored (logged)"] += 1
+        verdicts.counts[f"records restored (logged): {restore.kind}"] += 1
+        subject = f"{restore.kind} record of {restore.slug}/{restore.execution} restored by {restore.replica}"
+        subject += f" at {restore.at - origin:.1f}s"
+        named = [f for f in forgets if (f.slug, f.name) == (restore.slug, restore.execution)]
+        if any(f.forgotten_at > restore.at for f in named):
+            verdicts.counts["records restored, then forgotten by the user"] += 1
+            continue
+        earlier = [f for f in named if f.forgotten_at <= restore.at]
+        owner = owners.get((restore.slug, restore.execution))
+        held = [
+            c
+            for c in by_name.get((restore.slug, restore.execution), [])
+            if c.where in RESTORED_IN[restore.kind]
+        ]
+        wrong = [
+            c
+            for c in held
+            if attributed.get(c.uid) not in (None, owner)
+            or any(attributed.get(c.uid) == f.old_uid for f in earlier)
+        ]
+        if owner is not None and any(owner == f.old_uid for f in earlier):
+            verdicts.violated(
+                7, subject, f"the name is owned again by the life forgotten before (uid {owner})"
+            )
+        elif wrong:
+            verdicts.violated(
+                7,
+                subject,
+                "holds Pods of another life: "
+                + ", ".join(f"{c.pod} (uid {c.uid}, Execution uid {attributed.get(c.uid)})" for c in wrong),
+            )
+        elif owner is None:
+            verdicts.unchecked(7, subject, "no owner claim for the name at the end")
+        elif not held and restore.kind == "startup":
+            verdicts.unchecked(7, subject, "no launch record under the name at the end")
+        else:
+            verdicts.counts[
+                "records restored that match (the owner is their life, never a forgotten one)"
+            ] += 1
+    return verdicts
+
+
+def judge_done(
+    pods: Mapping[str, PodHistory],
+    executions: Mapping[str, ExecutionHistory],
+    *,
+    attributed: Mapping[str, str | None],
+    slack: float = DONE_SLACK,
+    origin: float = 0.0,
+) -> Verdicts:
+    """Rule 8 (see the module docstring); ``origin``: the soak's start (findings say times from it)."""
+    verdicts = Verdicts()
+    workers: dict[tuple[str, int], list[PodHistory]] = defaultdict(list)
+    for pod in pods.values():
+        owner = attributed.get(pod.uid)
+        if owner is not None:
+            workers[(owner, pod.attempt)].append(pod)
+    for execution in executions.values():
+        for attempt, done_at in sorted(execution.done.items()):
+            verdicts.counts["Done attempts judged"] += 1
+            late = False
+            for pod in workers.get((execution.uid, attempt), []):
+                said = (
+                    f"its Execution (uid {execution.uid}, attempt {attempt}) was seen Done at "
+                    f"{done_at - origin:.1f}s"
+                )
+                if pod.first_seen > done_at + slack:
+                    verdicts.violated(8, _pod(pod), f"first seen at {pod.first_seen - origin:.1f}s; {said}")
+                elif pod.deleting_at is not None:
+                    if pod.deleting_at > done_at + slack:
+                        verdicts.violated(
+                            8,
+                            _pod(pod),
+                            f"its delete was first seen at {pod.deleting_at - origin:.1f}s; {said}",
+                        )
+                        late = True
+                elif not pod.gone:
+                    verdicts.violated(8, _pod(pod), f"still there at the end ({_brief(pod)}); {said}")
+                    late = True
+                else:
+                    verdicts.unchecked(
+                        8, _pod(pod), f"gone while the checker's watch was broken (when is not known); {said}"
+                    )
+            if not late:
+                verdicts.counts["Done attempts whose workers were gone or going"] += 1
+    return verdicts
+
+
+def judge_reapplied(
+    pods: Mapping[str, PodHistory],
+    executions: Mapping[str, ExecutionHistory],
+    forgets: Sequence[Forgotten],
+    *,
+    attributed: Mapping[str, str | None],
+) -> Verdicts:
+    """Counts only (rules 1, 4, 7 and 8 judge them): what became of the names applied again."""
+    verdicts = Verdicts()
+    for forget in forgets:
+        if forget.new_uid is None:
+            continue
+        verdicts.counts["new lives applied"] += 1
+        verdicts.counts["new lives applied while the links were held"] += int(forget.in_hold)
+        execution = executions.get(forget.new_uid)
+        if execution is not None and execution.done:
+            verdicts.counts["new lives Done"] += 1
+        for pod in pods.values():
+            if attributed.get(pod.uid) != forget.new_uid:
+                continue
+            verdicts.counts["new lives: worker Pods"] += 1
+            verdicts.counts["new lives: worker Pods gone"] += int(pod.gone)
+            verdicts.counts["new lives: refused worker Pods gone"] += int(pod.refused and pod.gone)
     return verdicts
 
 

@@ -2,7 +2,7 @@
 
 * ``run [--namespace NS | --all-namespaces] [--liveness URL] [--verbose] [--log-format F]`` —
   the operator (see :func:`serve`);
-* ``worker heartbeat|outcome …`` — the worker's reports (see :mod:`agentihooks_swarm.worker`);
+* ``worker heartbeat|outcome …`` — the worker's reports (see :mod:`agentihooks_swarm.worker.reports`);
 * ``records startup|retained|journal|hand|final SLUG EXECUTION`` — print a stored record, pretty.
   Exits 1 with a sentence when there is none;
 * ``records forget SLUG EXECUTION [--force]`` — remove an execution's records, so that its
@@ -24,7 +24,8 @@ import urllib.parse
 from collections.abc import Sequence
 
 from agentihooks_swarm import records as records_, settings as settings_, store as store_
-from agentihooks_swarm.kubernetes import api, diagnostics, pods
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.kubernetes import api, pods
 
 logger = logging.getLogger("agentihooks_swarm")
 
@@ -289,7 +290,7 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
         return _run(argv[1:])
     if argv[:1] == ["worker"]:
-        from agentihooks_swarm import worker
+        from agentihooks_swarm.worker import reports as worker
 
         return worker.main(argv[1:])
     parser = argparse.ArgumentParser(

@@ -17,24 +17,25 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Final
 
 from agentihooks_swarm import (
-    executions as executions_,
-    failover,
     kopf_adapter,
-    leadership,
-    lifecycle,
     metrics as metrics_,
-    model,
+    settings as settings_,
+    supervisor as supervisor_,
+)
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.controller import (
+    executions as executions_,
+    leadership,
     orphans,
     reconciler as reconciler_,
     retention,
-    settings as settings_,
-    store as store_,
-    supervisor as supervisor_,
-    swarms as swarms_,
     worker_pods,
 )
-from agentihooks_swarm.kubernetes import api, diagnostics, event_index, informer, pods
-from agentihooks_swarm.workqueue import KeyedQueue
+from agentihooks_swarm.controller.workqueue import KeyedQueue
+from agentihooks_swarm.kubernetes import api, event_index, informer, pods
+from agentihooks_swarm.lifecycle import model, step as lifecycle
+from agentihooks_swarm.storage import failover, operations
+from agentihooks_swarm.swarm import status as swarms_
 
 #: How often the expiry task looks at the earliest due Execution.
 EXPIRY_TICK_SECONDS: Final = 1.0
@@ -45,7 +46,7 @@ class App:
     settings: settings_.Settings
     metrics: metrics_.Metrics
     pods: pods.PodClient
-    store: store_.AsyncStore
+    store: operations.AsyncStore
     runtime: model.Runtime
     leader: leadership.Leadership
     table: executions_.Executions
@@ -122,7 +123,7 @@ async def open_app(
     metrics = metrics or metrics_.Metrics()
     client = await api.client()
     try:
-        async with store_.open_store(settings, metrics=metrics) as store:
+        async with operations.open_store(settings, metrics=metrics) as store:
             yield build(
                 settings=settings,
                 metrics=metrics,
@@ -141,7 +142,7 @@ def build(
     settings: settings_.Settings,
     metrics: metrics_.Metrics,
     client: pods.PodClient,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     capture: diagnostics.Capture = diagnostics.startup,
     identity: str,
     legacy_finalizers: frozenset[str] = frozenset(),

@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 
 import kopf
 
-from agentihooks_swarm import errors, launch, resources, serving, settings as settings_, status as status_
+from agentihooks_swarm import errors, resources, serving, settings as settings_
+from agentihooks_swarm.lifecycle import launch, status as status_
 
 logger = logging.getLogger(__name__)
 

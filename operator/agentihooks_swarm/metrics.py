@@ -8,13 +8,6 @@ from __future__ import annotations
 import prometheus_client
 
 from agentihooks_swarm import records
-from agentihooks_swarm.kubernetes import causes
-
-
-def cause(error: BaseException) -> str:
-    """The ``cause`` label of a failed read: refused (403 …), node_unreachable, unavailable
-    (429, 5xx, broken connection) or timeout (see :mod:`kubernetes.causes`)."""
-    return causes.of(error).name
 
 
 def count_capture(metrics: Metrics, *, path: str, capture: records.StartupCapture) -> None:

@@ -130,7 +130,7 @@ class StartupCapture(_Record):
     events_error: LogError | None = None
     #: The failure class (``class`` in JSON).
     failure_class: FailureClass | None = pydantic.Field(default=None, alias="class")
-    #: The same failure in any Pod at any time has the same fingerprint (``kubernetes.fingerprints``):
+    #: The same failure in any Pod at any time has the same fingerprint (``capture.fingerprints``):
     #: a short hash of the class, the failing container, its exit code and reason, and its last
     #: log line with what varies masked. Additive.
     fingerprint: str | None = None

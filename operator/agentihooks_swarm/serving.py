@@ -17,7 +17,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from agentihooks_swarm import app as app_, health, settings as settings_
-from agentihooks_swarm.kubernetes import diagnostics
+from agentihooks_swarm.capture import diagnostics
 
 logger = logging.getLogger("agentihooks_swarm")
 

@@ -18,7 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentihooks_swarm import records, settings, store as store_
+from agentihooks_swarm import records, settings
+from agentihooks_swarm.storage import operations
 from tests.support import signals
 from tests.support.redis_server import RedisServer
 
@@ -46,7 +47,7 @@ def _records(execution: str) -> tuple[records.StartupRecord, records.Journal]:
     return startup, journal
 
 
-async def _one(store: store_.AsyncStore, execution: str) -> None:
+async def _one(store: operations.AsyncStore, execution: str) -> None:
     startup, journal = _records(execution)
     await store.record_startup(slug=SLUG, execution=execution, record=startup)
     reason = records.HandReason.PROJECT_UNPERMITTED
@@ -72,7 +73,7 @@ async def _one(store: store_.AsyncStore, execution: str) -> None:
 
 
 async def _measure(url: str, executions: int) -> tuple[list[float], float]:
-    async with store_.open_store(settings.Settings(redis_url=url)) as store:
+    async with operations.open_store(settings.Settings(redis_url=url)) as store:
         for i in range(20):  # warm-up
             await _one(store, f"warm-{i}")
         latencies = []

@@ -11,8 +11,9 @@ import pytest
 import redis.asyncio
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import settings, store as store_, worker
+from agentihooks_swarm import settings, store as store_
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.worker import reports as worker
 from tests.e2e import helpers
 from tests.support import builders, pods
 from tests.support.cluster import ControlPlane

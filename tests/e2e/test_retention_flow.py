@@ -9,6 +9,7 @@ import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
+from agentihooks_swarm.storage import keys
 from tests.e2e import helpers
 from tests.e2e.test_cleanup_flow import PREFIX, SLUG, key, start_failing_worker, wait_done
 from tests.support.cluster import ControlPlane
@@ -36,7 +37,7 @@ async def test_the_leader_sweeps_a_finished_execution_after_the_retention(
     )
     await start_failing_worker(admin_api, control_plane, namespace=namespace, execution="swept")
     await wait_done(admin_api, namespace, "swept", process)
-    names = [*store_.SWEPT, store_.JOURNAL]
+    names = [*keys.SWEPT, store_.JOURNAL]
     connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
     try:
 

@@ -35,7 +35,9 @@ import pytest
 import redis
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import cleanup, errors, events, launch, model, records, settings, store as store_
+from agentihooks_swarm import errors, records, settings
+from agentihooks_swarm.lifecycle import cleanup, events, launch, model
+from agentihooks_swarm.storage import operations
 from tests.faults.ledger import LEDGER
 from tests.integration.test_cleanup import run_pass
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
@@ -98,9 +100,11 @@ def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_p
 
 
 @pytest.fixture
-async def quick_store(redis_url: str) -> AsyncIterator[store_.AsyncStore]:
+async def quick_store(redis_url: str) -> AsyncIterator[operations.AsyncStore]:
     """The operator's store with a 1 s Redis timeout, so a frozen Redis is a quick failure."""
-    async with store_.open_store(settings.Settings(redis_url=redis_url, redis_timeout_seconds=1)) as opened:
+    async with operations.open_store(
+        settings.Settings(redis_url=redis_url, redis_timeout_seconds=1)
+    ) as opened:
         yield opened
 
 
@@ -156,7 +160,7 @@ async def test_fault(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    quick_store: store_.AsyncStore,
+    quick_store: operations.AsyncStore,
     redis_server: RedisServer,
     case: Case,
 ) -> None:
@@ -310,7 +314,7 @@ async def test_fault(
 
 async def _cleanup_until_done(
     runtime: model.Runtime,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     attempt: model.Attempt,
     *,
     case: Case | None,

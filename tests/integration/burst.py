@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import events, launch, model
+from agentihooks_swarm.lifecycle import events, launch, model
 from tests.integration.test_launch import plant_pod
 from tests.support.cluster import ControlPlane
 

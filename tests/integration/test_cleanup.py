@@ -12,8 +12,11 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import cleanup, events, leadership, model, records, store as store_
+from agentihooks_swarm import records
+from agentihooks_swarm.controller import leadership
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import cleanup, events, model
+from agentihooks_swarm.storage import operations
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
@@ -43,7 +46,7 @@ def final_for(
 
 async def run_pass(
     runtime: model.Runtime,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     attempt: model.Attempt,
     *,
     guard: model.Guard | None = None,
@@ -61,12 +64,12 @@ async def run_pass(
     )
 
 
-async def journal_of(store: store_.AsyncStore, attempt: model.Attempt) -> dict[str, Any] | None:
+async def journal_of(store: operations.AsyncStore, attempt: model.Attempt) -> dict[str, Any] | None:
     raw = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
     return None if raw is None else json.loads(raw)
 
 
-async def retained_of(store: store_.AsyncStore, attempt: model.Attempt) -> dict[str, Any]:
+async def retained_of(store: operations.AsyncStore, attempt: model.Attempt) -> dict[str, Any]:
     raw = await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution)
     assert raw is not None
     found: dict[str, Any] = json.loads(raw)
@@ -85,7 +88,7 @@ async def test_failed_worker_is_captured_once_deleted_and_retained(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
@@ -119,7 +122,7 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
     namespace: str,
     tmp_path: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """Real RBAC without pods/log: the spec's Configuration section, pass by pass."""
     attempt = attempt_for(namespace)
@@ -165,7 +168,7 @@ async def test_a_log_read_that_may_pass_is_retried_uncounted_and_a_later_success
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     fault: str,
 ) -> None:
     attempt = attempt_for(namespace)
@@ -201,7 +204,7 @@ async def test_an_unreachable_node_counts_only_at_10_60_and_300_s_then_its_pod_g
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """The API server answers 500 when it cannot reach the Pod's kubelet. The journal's first
     failure time is moved back by the test to stand for the minutes a real outage takes."""
@@ -242,7 +245,7 @@ async def test_a_restarted_pass_reuses_the_saved_capture(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
@@ -268,7 +271,7 @@ async def test_outcomes_absent_replaced_unselected_and_services(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     core = client.CoreV1Api(admin_api)
     absent = attempt_for(namespace, execution="absent")
@@ -331,7 +334,7 @@ async def test_delete_that_reached_the_server_is_absent_after_send_on_the_next_p
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     await plant_pod(admin_api, control_plane, attempt=attempt, phase="Running", log=None)
@@ -354,7 +357,7 @@ async def test_a_refused_pod_someone_else_deletes_is_captured_waited_for_quietly
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """Launch removal's own delete looks the same to cleanup: a Pod with a deletionTimestamp whose
     delete this cleanup never sent. A finalizer holds it here for as long as the test needs."""
@@ -408,7 +411,7 @@ async def test_a_replica_that_loses_the_lease_stops_before_its_next_write_or_del
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     step: str,
 ) -> None:
     attempt = attempt_for(namespace)

@@ -16,8 +16,11 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import model, records, store as store_
-from agentihooks_swarm.kubernetes import diagnostics, event_index
+from agentihooks_swarm import records
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.kubernetes import event_index
+from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.storage import operations
 from tests.integration.test_launch import SLUG, attempt_for, plant_pod, remove
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
@@ -103,7 +106,7 @@ def uid_lists(proxy: FaultProxy, namespace: str) -> int:
     )
 
 
-async def stored_events(store: store_.AsyncStore) -> list[dict[str, Any]]:
+async def stored_events(store: operations.AsyncStore) -> list[dict[str, Any]]:
     raw = await store.redis.hget(store.key(SLUG, "attempt-startup-diagnostics"), "e1")
     assert raw is not None
     events: list[dict[str, Any]] = json.loads(raw)["startup"]["events"]
@@ -121,7 +124,7 @@ async def test_a_capture_reads_the_pods_events_from_the_index_without_a_list(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
@@ -162,7 +165,7 @@ async def test_while_the_watch_is_refused_a_capture_lists_the_pods_events(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """A Role with list but not watch on events (the Role before the index): every capture lists."""
     path = f"/api/v1/namespaces/{namespace}/events"

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from agentihooks_swarm import errors, failover, metrics, records, settings, store as store_
+from agentihooks_swarm import errors, metrics, records, settings, store as store_
+from agentihooks_swarm.storage import failover, operations
 from tests.support.redis_cluster import ClusterTopology
 from tests.support.redis_sentinel import SentinelTopology
 from tests.support.redis_server import RedisServer
@@ -78,7 +79,7 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: Se
         redis_timeout_seconds=3,
     )
     collector = metrics.Metrics()
-    async with store_.open_store(config, metrics=collector) as store:
+    async with operations.open_store(config, metrics=collector) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(
             store=store, recent=store.recent, metrics=collector, holds=lambda: True, interval=0.1
@@ -176,7 +177,7 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: S
     """The step that wrote the capture, retried on the lagging new primary, finds its Pod gone and
     retains it without the capture, through the same process: the capture still comes back."""
     collector = metrics.Metrics()
-    async with store_.open_store(sentinel_settings(topology), metrics=collector) as store:
+    async with operations.open_store(sentinel_settings(topology), metrics=collector) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
         assert await watch.check() == 0
@@ -245,8 +246,8 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
     leading = {"a": False, "b": True}
     metrics_a, metrics_b = metrics.Metrics(), metrics.Metrics()
     async with (
-        store_.open_store(config, metrics=metrics_a) as a,
-        store_.open_store(config, metrics=metrics_b) as b,
+        operations.open_store(config, metrics=metrics_a) as a,
+        operations.open_store(config, metrics=metrics_b) as b,
     ):
         assert a.recent is not None and b.recent is not None
         watch_a = failover.PrimaryWatch(
@@ -373,7 +374,7 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology
     an earlier life wrote stay gone, though the process that wrote them still holds them."""
     config = sentinel_settings(topology)
     collector = metrics.Metrics()
-    async with store_.open_store(config, metrics=collector) as store:
+    async with operations.open_store(config, metrics=collector) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
         assert await watch.check() == 0
@@ -441,12 +442,12 @@ async def test_a_topology_the_watch_cannot_follow_is_said_not_skipped_silently(
             admin.close()
             config = settings.Settings(redis_url=server.url, redis_timeout_seconds=3)
         collector = metrics.Metrics()
-        async with store_.open_store(config, metrics=collector) as store:
+        async with operations.open_store(config, metrics=collector) as store:
             assert store.recent is not None
             watch = failover.PrimaryWatch(
                 store=store, recent=store.recent, metrics=collector, holds=lambda: True
             )
-            with caplog.at_level("WARNING", logger="agentihooks_swarm.failover"):
+            with caplog.at_level("WARNING", logger="agentihooks_swarm.storage.failover"):
                 assert await watch.check() is None
                 assert await watch.check() is None
     assert watched(collector) == (0.0, 1.0)  # Said once, not on every look.

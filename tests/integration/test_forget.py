@@ -13,6 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records, store as store_
+from agentihooks_swarm.storage import operations
 from tests.e2e import helpers
 from tests.support import builders
 from tests.support.cluster import ControlPlane
@@ -37,7 +38,7 @@ async def forget(
     )
 
 
-async def claimed(store: store_.AsyncStore, *, execution: str, uid: str, namespace: str) -> records.Owner:
+async def claimed(store: operations.AsyncStore, *, execution: str, uid: str, namespace: str) -> records.Owner:
     """The name claimed for ``uid``, with a retained record, as a Done attempt leaves it."""
     owner = records.Owner(uid=uid, namespace=namespace, at="2026-12-03T00:00:00Z")
     assert await store.claim(slug=SLUG, execution=execution, owner=owner) == owner
@@ -78,7 +79,7 @@ async def test_forget_refuses_while_the_owning_execution_exists_and_frees_the_na
     control_plane: ControlPlane,
     namespace: str,
     swarm_crds: list[str],
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     redis_url: str,
 ) -> None:
     name = "held"
@@ -114,7 +115,7 @@ async def test_forget_refuses_when_it_cannot_ask_the_api_server_unless_forced(
     namespace: str,
     swarm_crds: list[str],
     fault_proxy: FaultProxy,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     redis_url: str,
     tmp_path: Path,
 ) -> None:

@@ -12,6 +12,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
+from agentihooks_swarm.storage import operations
 from tests.integration.test_cleanup import gone, retained_of, run_pass
 from tests.integration.test_launch import attempt_for, plant_pod
 from tests.support.cluster import ControlPlane
@@ -39,7 +40,7 @@ async def test_a_40_mib_log_whose_second_read_times_out_keeps_the_first_reads_64
     namespace: str,
     fault_proxy: FaultProxy,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     tmp_path: Path,
 ) -> None:
     content = forty_mib()

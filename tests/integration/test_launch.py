@@ -10,18 +10,11 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import (
-    cleanup,
-    errors,
-    events,
-    launch,
-    leadership,
-    model,
-    records,
-    resources,
-    store as store_,
-)
+from agentihooks_swarm import errors, records, resources
+from agentihooks_swarm.controller import leadership
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import cleanup, events, launch, model
+from agentihooks_swarm.storage import operations
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
@@ -108,7 +101,7 @@ async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
@@ -164,7 +157,7 @@ async def test_init_container_failure_is_refused(
     namespace: str,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     await pods.plant_log(
@@ -203,7 +196,7 @@ async def test_not_refused_is_deleted_without_a_record(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     phase: str,
 ) -> None:
     attempt = attempt_for(namespace)
@@ -225,7 +218,7 @@ async def test_changed_uid_keeps_the_new_pod(
     namespace: str,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     old = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
@@ -250,7 +243,7 @@ async def test_changed_labels_keep_the_pod(
     namespace: str,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
@@ -272,7 +265,7 @@ async def test_pod_being_deleted_is_kept(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
@@ -295,7 +288,7 @@ async def test_pod_gone_before_the_reread_counts_as_removed(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     async with runtime_for(proxy_kubeconfig) as runtime:
@@ -310,7 +303,7 @@ async def test_second_capture_of_an_execution_does_not_overwrite_the_first_nor_l
     namespace: str,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """The first capture of an execution wins (HSETNX); a later refused Pod of it, whose capture
     is then not stored, is kept for final cleanup, which keeps its capture in attempt-retained."""
@@ -365,7 +358,7 @@ async def test_forbidden_pod_log_keeps_the_pod(
     namespace: str,
     tmp_path: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """Real RBAC: a ServiceAccount that may read and delete Pods but not pods/log gets a 403."""
     attempt = attempt_for(namespace)
@@ -414,7 +407,7 @@ async def test_log_read_faults_keep_the_pod(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     fault: str,
     cause: str,
 ) -> None:
@@ -442,7 +435,7 @@ async def test_redis_down_keeps_the_pod(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     redis_server: Any,
 ) -> None:
     attempt = attempt_for(namespace)
@@ -465,7 +458,7 @@ async def test_failed_delete_reports_not_removed_and_keeps_the_whole_record(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
@@ -493,7 +486,7 @@ async def test_log_limits(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     case: str,
 ) -> None:
     content = {
@@ -540,7 +533,7 @@ async def test_an_empty_log_of_a_just_ended_container_is_read_again_before_the_d
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """A real kubelet may answer an empty log for a container whose exit it already reports (the
     runtime's log relay writes the last line a moment later): the proxy answers the first read so;
@@ -635,7 +628,7 @@ async def test_project_unpermitted_removes_a_refused_pod_after_storing_its_recor
     namespace: str,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
@@ -679,7 +672,7 @@ async def test_each_hand_reason_triggers_launch_removal(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     fault: str,
     reason: str,
 ) -> None:
@@ -736,7 +729,7 @@ async def test_launch_removal_stops_before_a_write_or_delete_without_the_lease(
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     step: str,
 ) -> None:
     attempt = attempt_for(namespace)

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import attempts, cleanup, errors, events, model, records, store as store_
+from agentihooks_swarm import errors, records
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import attempts, cleanup, events, model
+from agentihooks_swarm.storage import operations
 from tests.integration.test_cleanup import retained_of, run_pass
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod, remove
 from tests.support import pods, rbac
@@ -65,7 +67,7 @@ async def test_an_init_failure_captures_the_init_log_and_the_main_container_wait
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """As on a real kubelet: init exits 3, the main container stays waiting (PodInitializing).
     Its log is never asked for (a kubelet answers 400 "waiting to start"), and the Pod goes."""
@@ -124,7 +126,7 @@ async def test_a_log_read_answering_waiting_to_start_for_a_container_that_never_
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     path: str,
 ) -> None:
     """The kubelet's 400 for a container that never ran: no log to lose, so the Pod is not kept
@@ -163,7 +165,7 @@ async def test_the_same_answer_for_a_container_that_ran_is_a_counted_failed_read
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """The words alone prove nothing: this container ran (it has a startedAt), so it had a log,
     and a read that did not bring it is a failed read: the Pod is kept."""
@@ -191,7 +193,7 @@ async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_fie
     namespace: str,
     tmp_path: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """Real RBAC without `list events`: one pass, the Pod deleted, the capture says events_error 403."""
     attempt = attempt_for(namespace)
@@ -226,7 +228,7 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     attempt = attempt_for(namespace)
     pod = await waiting_pod(

@@ -9,16 +9,10 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import (
-    cleanup,
-    executions,
-    lifecycle,
-    model,
-    orphans,
-    records,
-    store as store_,
-    worker_pods,
-)
+from agentihooks_swarm import records, store as store_
+from agentihooks_swarm.controller import executions, orphans, worker_pods
+from agentihooks_swarm.lifecycle import cleanup, model, step as lifecycle
+from agentihooks_swarm.storage import operations
 from tests.e2e import helpers
 from tests.support import builders, pods
 from tests.support.cluster import ControlPlane
@@ -29,7 +23,7 @@ pytestmark = pytest.mark.integration
 SLUG = "orphaned"
 
 
-async def retained_earlier(store: store_.AsyncStore, *, execution: str) -> None:
+async def retained_earlier(store: operations.AsyncStore, *, execution: str) -> None:
     """An earlier execution of the swarm, retained: the swarm is listed for the leader's passes."""
     final = records.FinalRecord(
         execution=execution,
@@ -53,7 +47,7 @@ async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and
     namespace: str,
     swarm_crds: list[str],
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     name = "left"
     await retained_earlier(store, execution="earlier")

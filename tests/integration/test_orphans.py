@@ -8,8 +8,10 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import executions, orphans, records, store as store_, worker_pods
+from agentihooks_swarm import records
+from agentihooks_swarm.controller import executions, orphans, worker_pods
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.storage import operations
 from tests.e2e import helpers
 from tests.support import builders, pods
 from tests.support.cluster import ControlPlane
@@ -36,7 +38,7 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
     namespace: str,
     swarm_crds: list[str],
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     await helpers.create(admin_api, builders.execution(name="alive", namespace=namespace, swarm=SLUG))
     alive = await helpers.execution(admin_api, namespace=namespace, name="alive")

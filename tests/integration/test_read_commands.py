@@ -14,7 +14,9 @@ import pydantic
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import cleanup, errors, records, settings, store as store_
+from agentihooks_swarm import errors, records, settings, store as store_
+from agentihooks_swarm.lifecycle import cleanup
+from agentihooks_swarm.storage import operations
 from tests.integration.test_cleanup import run_pass
 from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support.cluster import ControlPlane
@@ -59,7 +61,7 @@ async def test_journal_and_retained_read_commands(
     namespace: str,
     fault_proxy: FaultProxy,
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     redis_url: str,
     tmp_path: Path,
 ) -> None:
@@ -106,7 +108,7 @@ async def test_journal_and_retained_read_commands(
 
 
 async def test_worker_cli_reports_heartbeats_and_the_first_outcome(
-    redis_url: str, store: store_.AsyncStore
+    redis_url: str, store: operations.AsyncStore
 ) -> None:
     worker_env = ("--slug", SLUG, "--execution", "e9", "--generation", "1")
     beat = await run(
@@ -154,17 +156,19 @@ async def test_worker_cli_reports_heartbeats_and_the_first_outcome(
 async def test_password_protected_redis(tmp_path: Path) -> None:
     with RedisServer(password="s3cret") as server:
         bare = server.url.replace(":s3cret@", "")
-        async with store_.open_store(settings.Settings(redis_url=bare, redis_password="s3cret")) as opened:
+        async with operations.open_store(
+            settings.Settings(redis_url=bare, redis_password="s3cret")
+        ) as opened:
             await opened.ping()
         with store_.connect(settings.Settings(redis_url=server.url)).redis as sync:
             assert sync.ping() is True
-        async with store_.open_store(settings.Settings(redis_url=bare)) as anonymous:
+        async with operations.open_store(settings.Settings(redis_url=bare)) as anonymous:
             with pytest.raises(errors.StoreUnavailable, match="Redis"):
                 await anonymous.ping()
 
 
 async def test_a_pass_reads_an_attempts_records_together_and_parses_only_what_it_uses(
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     """``read_attempt`` (one pipeline) gives what each record's own read gives; a worker's corrupt
     heartbeat fails only the read that asks for it, as its own read did."""
@@ -201,7 +205,7 @@ async def test_a_pass_reads_an_attempts_records_together_and_parses_only_what_it
 
 
 async def test_a_refused_hand_is_saved_with_its_final_record_and_an_earlier_final_is_kept(
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     def final(execution: str, state: records.FinalState) -> records.FinalRecord:
         return records.FinalRecord(

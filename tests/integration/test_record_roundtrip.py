@@ -10,7 +10,8 @@ import redis
 from hypothesis import given, settings
 
 from agentihooks_swarm import records, settings as settings_, store as store_
-from agentihooks_swarm.kubernetes import diagnostics
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.storage import operations
 from tests.support.redis_server import RedisServer
 from tests.unit.test_properties import Logs, log_bytes, pod_status
 
@@ -27,7 +28,7 @@ def test_capture_round_trips_through_redis(redis_server: RedisServer, status: An
     record = records.StartupRecord(pod="p", uid="u", labels={"k": "v"}, startup=capture)
 
     async def store_and_read() -> records.StartupRecord | None:
-        async with store_.open_store(settings_.Settings(redis_url=redis_server.url)) as opened:
+        async with operations.open_store(settings_.Settings(redis_url=redis_server.url)) as opened:
             await opened.redis.delete(opened.key("prop", store_.STARTUP_DIAGNOSTICS))
             assert await opened.record_startup(slug="prop", execution="e", record=record) == record
             return await opened.read_startup(slug="prop", execution="e")

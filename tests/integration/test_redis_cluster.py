@@ -24,8 +24,10 @@ import redis
 from kubernetes_asyncio import client
 from redis.crc import key_slot
 
-from agentihooks_swarm import cleanup, metrics, model, settings, store as store_
+from agentihooks_swarm import metrics, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
+from agentihooks_swarm.lifecycle import cleanup, model
+from agentihooks_swarm.storage import operations
 from tests.integration import burst
 from tests.integration.test_cleanup import run_pass
 from tests.integration.test_launch import PLANTED, plant_pod
@@ -70,10 +72,10 @@ def _settings(topology: ClusterTopology) -> settings.Settings:
 @contextlib.asynccontextmanager
 async def _runtime(
     kubeconfig: Path, config: settings.Settings, collector: metrics.Metrics
-) -> AsyncIterator[tuple[model.Runtime, store_.AsyncStore]]:
+) -> AsyncIterator[tuple[model.Runtime, operations.AsyncStore]]:
     async with (
         api_client(kubeconfig=kubeconfig) as api,
-        store_.open_store(config, metrics=collector) as opened,
+        operations.open_store(config, metrics=collector) as opened,
     ):
         podclient = pod_client.PodClient(api=api, timeout=3)
         yield model.Runtime(pods=podclient, recorder=opened, metrics=collector), opened

@@ -27,8 +27,10 @@ import pytest
 import redis
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import metrics, model, settings, store as store_
+from agentihooks_swarm import metrics, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
+from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.storage import operations
 from tests.integration import burst
 from tests.integration.test_redis_cluster import READ_STARTUP
 from tests.support.cluster import ControlPlane
@@ -63,7 +65,7 @@ async def _runtime(
 ) -> AsyncIterator[model.Runtime]:
     async with (
         api_client(kubeconfig=control_plane.kubeconfig) as api,
-        store_.open_store(config, metrics=collector) as recorder,
+        operations.open_store(config, metrics=collector) as recorder,
     ):
         yield model.Runtime(
             pods=pod_client.PodClient(api=api, timeout=3), recorder=recorder, metrics=collector

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentihooks_swarm import records, settings, store as store_, topology
+from agentihooks_swarm import records, settings
+from agentihooks_swarm.storage import keys, operations, topology
 
 SLUG = "summary"
 
@@ -27,9 +28,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def clocked(redis_url: str, clock: Clock) -> AsyncIterator[store_.AsyncStore]:
+async def clocked(redis_url: str, clock: Clock) -> AsyncIterator[operations.AsyncStore]:
     configured = settings.Settings(redis_url=redis_url)
-    opened = store_.AsyncStore(
+    opened = operations.AsyncStore(
         client=topology.async_client(configured), prefix=configured.key_prefix, clock=clock
     )
     try:
@@ -55,16 +56,16 @@ def example(n: int) -> records.Example:
     return records.Example(execution=f"e{n}", pod=f"swarm-worker-e{n}-1", uid=f"uid-{n}")
 
 
-async def note(store: store_.AsyncStore, n: int, fingerprint: str = "aaa", text: str = "refused") -> bool:
-    return await store.note_refusal(
+async def note(store: operations.AsyncStore, n: int, fingerprint: str = "aaa", text: str = "refused") -> bool:
+    return await store.refusals.note(
         slug=SLUG, capture=refused(fingerprint, text), example=example(n), at=f"t{n}"
     )
 
 
 async def budget(
-    store: store_.AsyncStore, *, template: str = "t1", reset: str = "", same: bool = False
+    store: operations.AsyncStore, *, template: str = "t1", reset: str = "", same: bool = False
 ) -> str:
-    verdict, _ = await store.budget(
+    verdict, _ = await store.refusals.budget(
         slug=SLUG,
         window_seconds=60,
         max_refusals=3,
@@ -76,39 +77,39 @@ async def budget(
     return verdict
 
 
-async def test_each_refused_pod_counts_once_under_its_fingerprint(clocked: store_.AsyncStore) -> None:
+async def test_each_refused_pod_counts_once_under_its_fingerprint(clocked: operations.AsyncStore) -> None:
     for n in range(30):
         assert await note(clocked, n) is True
     assert await note(clocked, 7) is False  # The same Pod again (a step that came twice).
     await note(clocked, 100, fingerprint="bbb", text="other")
-    [first, second] = await clocked.fingerprints(slug=SLUG)
+    [first, second] = await clocked.refusals.fingerprints(slug=SLUG)
     assert (first.fingerprint, first.count, first.first_seen, first.last_seen) == ("aaa", 30, "t0", "t29")
     assert first.example == example(0) and first.text == "refused"
     assert (second.fingerprint, second.count, second.example.execution) == ("bbb", 1, "e100")
-    assert await clocked.refusals_since(slug=SLUG, seconds=3600) == 31
+    assert await clocked.refusals.since(slug=SLUG, seconds=3600) == 31
 
 
 async def test_at_most_100_fingerprints_the_oldest_seen_dropped(
-    clocked: store_.AsyncStore, clock: Clock
+    clocked: operations.AsyncStore, clock: Clock
 ) -> None:
-    for n in range(store_.MAX_FINGERPRINTS):
+    for n in range(keys.MAX_FINGERPRINTS):
         clock.now += 1
         await note(clocked, n, fingerprint=f"f{n:03d}")
     clock.now += 1
     await note(clocked, 500, fingerprint="f000")  # Seen again: now the newest.
     clock.now += 1
     await note(clocked, 501, fingerprint="new")
-    kept = {s.fingerprint for s in await clocked.fingerprints(slug=SLUG)}
-    assert len(kept) == store_.MAX_FINGERPRINTS
+    kept = {s.fingerprint for s in await clocked.refusals.fingerprints(slug=SLUG)}
+    assert len(kept) == keys.MAX_FINGERPRINTS
     assert "new" in kept and "f000" in kept and "f001" not in kept
 
 
-async def test_the_budget_trips_at_its_count_and_holds(clocked: store_.AsyncStore, clock: Clock) -> None:
+async def test_the_budget_trips_at_its_count_and_holds(clocked: operations.AsyncStore, clock: Clock) -> None:
     await note(clocked, 1)
     await note(clocked, 2)
     assert await budget(clocked) == "ok"
     await note(clocked, 3)
-    verdict, state = await clocked.budget(
+    verdict, state = await clocked.refusals.budget(
         slug=SLUG,
         window_seconds=60,
         max_refusals=3,
@@ -124,7 +125,7 @@ async def test_the_budget_trips_at_its_count_and_holds(clocked: store_.AsyncStor
 
 
 async def test_a_new_template_or_a_reset_clears_it_and_counts_afresh(
-    clocked: store_.AsyncStore, clock: Clock
+    clocked: operations.AsyncStore, clock: Clock
 ) -> None:
     for n in range(3):
         await note(clocked, n)
@@ -140,7 +141,7 @@ async def test_a_new_template_or_a_reset_clears_it_and_counts_afresh(
 
 
 async def test_only_the_window_counts_and_same_fingerprint_counts_one(
-    clocked: store_.AsyncStore, clock: Clock
+    clocked: operations.AsyncStore, clock: Clock
 ) -> None:
     await note(clocked, 1, fingerprint="aaa")
     clock.now += 120

@@ -17,7 +17,10 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio
 
-from agentihooks_swarm import model, records, retention, settings, store as store_
+from agentihooks_swarm import records, settings, store as store_
+from agentihooks_swarm.controller import retention
+from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.storage import keys, operations
 
 pytestmark = pytest.mark.integration
 
@@ -33,10 +36,10 @@ class Clock:
 
 
 @pytest.fixture
-async def clocked(redis_url: str) -> AsyncIterator[tuple[store_.AsyncStore, Clock]]:
+async def clocked(redis_url: str) -> AsyncIterator[tuple[operations.AsyncStore, Clock]]:
     clock = Clock()
     client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
-    opened = store_.AsyncStore(client=client, prefix="agentihooks-swarm", clock=clock)
+    opened = operations.AsyncStore(client=client, prefix="agentihooks-swarm", clock=clock)
     try:
         yield opened, clock
     finally:
@@ -53,7 +56,9 @@ def _capture(log: str = "worker startup refused\n") -> records.StartupCapture:
     )
 
 
-async def _finish(store: store_.AsyncStore, execution: str, *, log: str = "x\n", retain: bool = True) -> None:
+async def _finish(
+    store: operations.AsyncStore, execution: str, *, log: str = "x\n", retain: bool = True
+) -> None:
     """One refused execution through the store's write path; ``retain=False`` leaves cleanup unfinished."""
     capture = _capture(log)
     owner = records.Owner(uid=f"execution-{execution}", namespace="ns", at="2026-12-01T00:00:00Z")
@@ -90,18 +95,18 @@ async def _finish(store: store_.AsyncStore, execution: str, *, log: str = "x\n",
     )
 
 
-async def _fields(store: store_.AsyncStore, execution: str) -> set[str]:
+async def _fields(store: operations.AsyncStore, execution: str) -> set[str]:
     """The hashes that hold something for ``execution``."""
-    names = [*store_.SWEPT, store_.JOURNAL]
+    names = [*keys.SWEPT, store_.JOURNAL]
     found = [await store.redis.hexists(store.key(SLUG, name), execution) for name in names]
     return {name for name, there in zip(names, found, strict=True) if there}
 
 
 async def test_the_sweep_removes_only_finished_executions_older_than_the_retention(
-    clocked: tuple[store_.AsyncStore, Clock],
+    clocked: tuple[operations.AsyncStore, Clock],
 ) -> None:
     store, clock = clocked
-    everything = {*store_.SWEPT} - {store_.HEARTBEATS, store_.OUTCOMES}  # The owner goes too.
+    everything = {*keys.SWEPT} - {store_.HEARTBEATS, store_.OUTCOMES}  # The owner goes too.
     await _finish(store, "old")
     await _finish(store, "unfinished", retain=False)
     running = records.HandResult(generation=1, handed=True, pod="p")
@@ -126,7 +131,7 @@ async def test_the_sweep_removes_only_finished_executions_older_than_the_retenti
     assert await _fields(store, "running") == {store_.HANDS}
 
 
-async def test_the_sweep_is_bounded_per_call(clocked: tuple[store_.AsyncStore, Clock]) -> None:
+async def test_the_sweep_is_bounded_per_call(clocked: tuple[operations.AsyncStore, Clock]) -> None:
     store, clock = clocked
     for i in range(25):
         await _finish(store, f"e{i:02d}")
@@ -149,7 +154,7 @@ async def test_soak_with_retention_in_seconds_keeps_used_memory_flat(redis_url: 
     young_removed: list[str] = []
     samples: list[tuple[float, int]] = []
     unfinished = [f"unfinished-{i}" for i in range(3)]
-    async with store_.open_store(settings.Settings(redis_url=redis_url)) as store:
+    async with operations.open_store(settings.Settings(redis_url=redis_url)) as store:
         for execution in unfinished:
             await _finish(store, execution, log=log, retain=False)
         baseline = int((await store.redis.info("memory"))["used_memory"])

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import executions, lifecycle, model, store as store_
-from agentihooks_swarm.executions import FINALIZER
+from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes.labels import FINALIZER
+from agentihooks_swarm.lifecycle import model, step as lifecycle
+from agentihooks_swarm.storage import operations
 from tests.e2e import helpers
 from tests.support import builders, pods
 from tests.support.cluster import ControlPlane
@@ -33,7 +35,7 @@ async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in
     namespace: str,
     swarm_crds: list[str],
     runtime_for: RuntimeFactory,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     redis_server: RedisServer,
 ) -> None:
     name = "runs"

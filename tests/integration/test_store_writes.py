@@ -14,6 +14,7 @@ import json
 import pytest
 
 from agentihooks_swarm import errors, records, store as store_
+from agentihooks_swarm.storage import operations
 
 SLUG = "writes"
 
@@ -46,11 +47,11 @@ def retained(execution: str, entries: list[records.RemovedObject]) -> records.Re
     )
 
 
-async def stored_journal(store: store_.AsyncStore, execution: str = "e1") -> records.Journal | None:
+async def stored_journal(store: operations.AsyncStore, execution: str = "e1") -> records.Journal | None:
     return await store.read_journal(slug=SLUG, execution=execution)
 
 
-async def test_a_stale_journal_save_fails_and_keeps_the_newer_capture(store: store_.AsyncStore) -> None:
+async def test_a_stale_journal_save_fails_and_keeps_the_newer_capture(store: operations.AsyncStore) -> None:
     pinned = await store.pin_journal(slug=SLUG, journal=journal())
     assert isinstance(pinned, records.Journal) and pinned.version == 1
     # Two steps read the same entry (version 1).
@@ -74,7 +75,9 @@ async def test_a_stale_journal_save_fails_and_keeps_the_newer_capture(store: sto
     assert kept.version == 3
 
 
-async def test_a_journal_save_after_the_retain_fails_and_recreates_nothing(store: store_.AsyncStore) -> None:
+async def test_a_journal_save_after_the_retain_fails_and_recreates_nothing(
+    store: operations.AsyncStore,
+) -> None:
     pinned = await store.pin_journal(slug=SLUG, journal=journal())
     assert isinstance(pinned, records.Journal)
     late = records.Journal.model_validate(pinned.model_dump())
@@ -86,7 +89,7 @@ async def test_a_journal_save_after_the_retain_fails_and_recreates_nothing(store
     assert await stored_journal(store) is None  # The stale save did not bring the entry back.
 
 
-async def test_the_first_retain_wins(store: store_.AsyncStore) -> None:
+async def test_the_first_retain_wins(store: operations.AsyncStore) -> None:
     await store.pin_journal(slug=SLUG, journal=journal())
     full = retained(
         "e1", [records.RemovedObject(name="p0", uid="u0", outcome="deleted", startup=capture("x"))]
@@ -99,7 +102,7 @@ async def test_the_first_retain_wins(store: store_.AsyncStore) -> None:
     assert raw is not None and json.loads(raw)["removed"]["pods"][0]["uid"] == "u0"
 
 
-async def test_a_retain_from_a_stale_journal_fails(store: store_.AsyncStore) -> None:
+async def test_a_retain_from_a_stale_journal_fails(store: operations.AsyncStore) -> None:
     pinned = await store.pin_journal(slug=SLUG, journal=journal())
     assert isinstance(pinned, records.Journal)
     newer = records.Journal.model_validate(pinned.model_dump())
@@ -111,7 +114,7 @@ async def test_a_retain_from_a_stale_journal_fails(store: store_.AsyncStore) -> 
     assert await stored_journal(store) == newer
 
 
-async def test_no_journal_entry_is_pinned_for_a_retained_execution(store: store_.AsyncStore) -> None:
+async def test_no_journal_entry_is_pinned_for_a_retained_execution(store: operations.AsyncStore) -> None:
     await store.pin_journal(slug=SLUG, journal=journal())
     done = retained("e1", [])
     await store.retain(slug=SLUG, retained=done, journal_version=1)
@@ -120,13 +123,13 @@ async def test_no_journal_entry_is_pinned_for_a_retained_execution(store: store_
     assert await stored_journal(store) is None
 
 
-async def test_an_earlier_journal_entry_is_returned_not_replaced(store: store_.AsyncStore) -> None:
+async def test_an_earlier_journal_entry_is_returned_not_replaced(store: operations.AsyncStore) -> None:
     first = await store.pin_journal(slug=SLUG, journal=journal(pods=2))
     again = await store.pin_journal(slug=SLUG, journal=journal(pods=0))
     assert isinstance(again, records.Journal) and again == first and len(again.pinned.pods) == 2
 
 
-async def test_an_entry_written_before_versions_existed_is_version_zero(store: store_.AsyncStore) -> None:
+async def test_an_entry_written_before_versions_existed_is_version_zero(store: operations.AsyncStore) -> None:
     legacy = journal()
     await store.redis.hset(store.key(SLUG, store_.JOURNAL), "e1", records.dump(legacy))
     read = await stored_journal(store)
@@ -137,7 +140,7 @@ async def test_an_entry_written_before_versions_existed_is_version_zero(store: s
         await store.save_journal(slug=SLUG, journal=legacy)
 
 
-async def test_the_launch_record_keeps_the_first_capture_and_names_it(store: store_.AsyncStore) -> None:
+async def test_the_launch_record_keeps_the_first_capture_and_names_it(store: operations.AsyncStore) -> None:
     first = records.StartupRecord(pod="w-1", uid="pod-a", labels={}, startup=capture("first"))
     second = records.StartupRecord(pod="w-1", uid="pod-b", labels={}, startup=capture("second"))
     assert await store.record_startup(slug=SLUG, execution="e1", record=first) == first
@@ -145,7 +148,7 @@ async def test_the_launch_record_keeps_the_first_capture_and_names_it(store: sto
     assert await store.record_startup(slug=SLUG, execution="e1", record=first) == first
 
 
-async def test_a_name_belongs_to_the_execution_that_claimed_it(store: store_.AsyncStore) -> None:
+async def test_a_name_belongs_to_the_execution_that_claimed_it(store: operations.AsyncStore) -> None:
     mine = records.Owner(uid="uid-1", namespace="ns", at="2026-12-01T00:00:00Z")
     theirs = records.Owner(uid="uid-2", namespace="ns", at="2026-12-01T00:01:00Z")
     assert await store.claim(slug=SLUG, execution="e1", owner=mine) == mine
@@ -159,7 +162,7 @@ async def test_a_name_belongs_to_the_execution_that_claimed_it(store: store_.Asy
 
 
 async def test_a_recorded_hand_is_found_only_for_the_execution_that_owns_the_name(
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     mine = records.Owner(uid="uid-1", namespace="ns", at="2026-12-01T00:00:00Z")
     hand = records.HandResult(generation=1, handed=True, pod="w-1")
@@ -173,7 +176,7 @@ async def test_a_recorded_hand_is_found_only_for_the_execution_that_owns_the_nam
 
 
 async def test_forget_frees_a_name_but_not_while_cleanup_is_unfinished(
-    store: store_.AsyncStore, redis_url: str
+    store: operations.AsyncStore, redis_url: str
 ) -> None:
     from agentihooks_swarm import settings
 
@@ -196,7 +199,9 @@ async def test_forget_frees_a_name_but_not_while_cleanup_is_unfinished(
     people.redis.close()
 
 
-async def test_a_journal_entry_left_beside_the_retained_record_is_cleared(store: store_.AsyncStore) -> None:
+async def test_a_journal_entry_left_beside_the_retained_record_is_cleared(
+    store: operations.AsyncStore,
+) -> None:
     """A retain that failed after its write (a script keeps what it wrote before an error) leaves
     both; the entry goes, but never the entry of a cleanup in progress."""
     await store.pin_journal(slug=SLUG, journal=journal("in-progress"))

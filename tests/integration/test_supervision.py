@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_, store as store_
+from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_
 from agentihooks_swarm.kubernetes import labels, pods as pod_client
+from agentihooks_swarm.storage import operations
 from tests.e2e import helpers
 from tests.support import builders, pods
 from tests.support.cluster import ControlPlane
@@ -30,7 +31,7 @@ def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_p
 
 
 @contextlib.asynccontextmanager
-async def running(kubeconfig: Path, store: store_.AsyncStore, namespace: str) -> AsyncIterator[app_.App]:
+async def running(kubeconfig: Path, store: operations.AsyncStore, namespace: str) -> AsyncIterator[app_.App]:
     """The operator's tasks (all but kopf's), wired as ``run`` wires them, on the test's services."""
     settings = settings_.Settings(
         namespace=namespace, cleanup_interval_seconds=0.5, lease_duration_seconds=6, api_timeout_seconds=3
@@ -74,7 +75,7 @@ async def test_each_task_restarts_after_an_unexpected_error_and_cleanup_goes_on(
     swarm_crds: list[str],
     fault_proxy: FaultProxy,
     proxy_kubeconfig: Path,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
 ) -> None:
     # About 20 s: the Lease's fault waits for the next renewal, and each restart waits out the
     # supervisor's backoff before the task runs again.

@@ -23,8 +23,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from agentihooks_swarm import metrics, model, settings, store as store_
+from agentihooks_swarm import metrics, settings
 from agentihooks_swarm.kubernetes import pods as pod_client
+from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.storage import operations
 from tests.support import crds
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
@@ -42,8 +44,8 @@ def swarm_crds(control_plane: ControlPlane) -> list[str]:
 
 
 @pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[store_.AsyncStore]:
-    async with store_.open_store(settings.Settings(redis_url=redis_url)) as opened:
+async def store(redis_url: str) -> AsyncIterator[operations.AsyncStore]:
+    async with operations.open_store(settings.Settings(redis_url=redis_url)) as opened:
         yield opened
 
 
@@ -54,7 +56,7 @@ class RuntimeFactory(Protocol):
 
 
 @pytest.fixture
-def runtime_for(store: store_.AsyncStore) -> RuntimeFactory:
+def runtime_for(store: operations.AsyncStore) -> RuntimeFactory:
     @contextlib.asynccontextmanager
     async def factory(
         kubeconfig: Path, *, recorder: bool = True, timeout: float = 3.0

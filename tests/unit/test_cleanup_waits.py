@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from agentihooks_swarm import cleanup
+from agentihooks_swarm.lifecycle import cleanup
 
 NOW = datetime.datetime(2026, 12, 2, 12, 0, 0, tzinfo=datetime.UTC)
 

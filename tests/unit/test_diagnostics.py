@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agentihooks_swarm import errors, records
-from agentihooks_swarm.kubernetes import diagnostics, fingerprints, logs
+from agentihooks_swarm.capture import diagnostics, fingerprints
+from agentihooks_swarm.kubernetes import logs
 
 TERMINATED_78 = {
     "exitCode": 78,

@@ -150,7 +150,8 @@ import importlib, pkgutil
 import agentihooks_swarm
 for module in pkgutil.walk_packages(agentihooks_swarm.__path__, "agentihooks_swarm."):
     importlib.import_module(module.name)
-from agentihooks_swarm import __main__, settings, worker
+from agentihooks_swarm import __main__, settings
+from agentihooks_swarm.worker import reports as worker
 from agentihooks_swarm.kubernetes import api
 __main__._scope(__main__._run_parser().parse_args([]), settings.Settings.from_env())
 api.environment_matters()

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agentihooks_swarm import records
-from agentihooks_swarm.kubernetes import diagnostics, event_index
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.kubernetes import event_index
 
 
 def event(

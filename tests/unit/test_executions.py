@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
-from agentihooks_swarm import __main__, attempts, executions, records, settings, status
-from agentihooks_swarm.model import Phase, Progress
+from agentihooks_swarm import __main__, records, settings
+from agentihooks_swarm.controller import executions
+from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import attempts, status
+from agentihooks_swarm.lifecycle.model import Phase, Progress
 
 KOPF = "kopf.zalando.org/KopfFinalizerMarker"
 
@@ -81,7 +84,7 @@ def test_what_needs_a_step() -> None:
         execution(
             uid="invalid", phase="Invalid", hand=False, observed=status.observed(generation=1, relaunch=None)
         ),
-        execution(uid="deleting", deleting=True, finalizers=[executions.FINALIZER]),
+        execution(uid="deleting", deleting=True, finalizers=[labels.FINALIZER]),
         execution(uid="deleting-kopfs", phase="Done", deleting=True, finalizers=[KOPF]),
         execution(uid="going", deleting=True, finalizers=["someone-elses"]),
     ):
@@ -114,14 +117,14 @@ def test_only_a_change_of_what_it_asks_for_wakes_a_step() -> None:
     assert woken == ["u1"]
     found.apply("MODIFIED", execution(version="3", generation=2))
     found.apply(
-        "MODIFIED", execution(version="4", generation=2, deleting=True, finalizers=[executions.FINALIZER])
+        "MODIFIED", execution(version="4", generation=2, deleting=True, finalizers=[labels.FINALIZER])
     )
     assert woken == ["u1", "u1", "u1"]
 
 
 def test_an_older_state_never_replaces_a_newer_one() -> None:
     found, _ = table()
-    found.apply("MODIFIED", execution(version="10", deleting=True, finalizers=[executions.FINALIZER]))
+    found.apply("MODIFIED", execution(version="10", deleting=True, finalizers=[labels.FINALIZER]))
     found.observe(uid="u1", kind="MODIFIED", body=execution(version="9"))  # A step's answer, late.
     tracked = found.get("u1")
     assert tracked is not None and tracked.deleting and tracked.resource_version == "10"

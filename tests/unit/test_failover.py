@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agentihooks_swarm import failover, records
+from agentihooks_swarm import records
+from agentihooks_swarm.storage import failover
 
 A = records.dump(records.Owner(uid="uid-a", namespace="ns", at="2026-12-04T00:00:00Z"))
 B = records.dump(records.Owner(uid="uid-b", namespace="ns", at="2026-12-04T01:00:00Z"))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentihooks_swarm import records
-from agentihooks_swarm.kubernetes import failures
+from agentihooks_swarm.capture import failures
 
 C = records.FailureClass
 

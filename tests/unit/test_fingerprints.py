@@ -8,7 +8,7 @@ import uuid
 from hypothesis import given, settings, strategies as st
 
 from agentihooks_swarm import records
-from agentihooks_swarm.kubernetes import fingerprints
+from agentihooks_swarm.capture import fingerprints
 
 
 def capture(

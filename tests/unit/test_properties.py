@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import example, given, settings, strategies as st
 
 from agentihooks_swarm import records
-from agentihooks_swarm.kubernetes import diagnostics, logs, pods
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.kubernetes import logs, pods
 
 LIMIT = pods.LOG_LIMIT_BYTES
 

@@ -9,7 +9,8 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.crc import key_slot
 
-from agentihooks_swarm import settings, store, topology
+from agentihooks_swarm import settings, store
+from agentihooks_swarm.storage import keys, topology
 
 
 def test_sentinel_mode_reads_its_variables() -> None:
@@ -87,7 +88,7 @@ def test_each_mode_gets_redis_py_own_client() -> None:
 
 
 def test_every_hash_of_a_swarm_and_its_retention_index_share_one_slot() -> None:
-    names = [*store.SWEPT, store.JOURNAL, store.RETENTION_INDEX]
+    names = [*keys.SWEPT, store.JOURNAL, store.RETENTION_INDEX]
     slots = {key_slot(store.key("agentihooks-swarm", "demo", name).encode()) for name in names}
     assert len(slots) == 1
-    assert store.JOURNAL not in store.SWEPT
+    assert store.JOURNAL not in keys.SWEPT

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from agentihooks_swarm import finals
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import finals
 
 CREATED = datetime.datetime(2026, 11, 30, 8, 0, 0, tzinfo=datetime.UTC)
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agentihooks_swarm import errors, records, resources, status
+from agentihooks_swarm import errors, records, resources
+from agentihooks_swarm.lifecycle import status
 from tests.support import crds
 
 REJECTED = errors.SpecRejected(

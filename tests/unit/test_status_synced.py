@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentihooks_swarm import errors, status
+from agentihooks_swarm import errors
+from agentihooks_swarm.lifecycle import status
 
 
 def test_a_step_that_failed_before_cleanup_says_so_in_synced_and_leaves_the_phase() -> None:

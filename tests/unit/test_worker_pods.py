@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentihooks_swarm import executions, worker_pods
+from agentihooks_swarm.controller import executions, worker_pods
 from agentihooks_swarm.kubernetes import labels
 
 

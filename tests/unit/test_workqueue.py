@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentihooks_swarm.workqueue import KeyedQueue
+from agentihooks_swarm.controller.workqueue import KeyedQueue
 
 
 async def test_a_key_added_twice_before_a_worker_takes_it_is_handed_out_once() -> None:

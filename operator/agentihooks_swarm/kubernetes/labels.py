@@ -60,3 +60,7 @@ def grant_name(*, execution: str, generation: int) -> str:
 
 def terminal_name(*, execution: str, generation: int) -> str:
     return f"swarm-terminal-{execution}-{generation}"
+
+
+#: The operator's finalizer on the Executions it launches: removed once cleanup is done.
+FINALIZER: Final = "swarm.agentihooks.io/cleanup"

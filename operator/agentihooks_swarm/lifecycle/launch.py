@@ -19,8 +19,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from agentihooks_swarm import errors, events, metrics, model, records, resources, status
-from agentihooks_swarm.kubernetes import diagnostics, labels, pods
+from agentihooks_swarm import errors, metrics, records, resources
+from agentihooks_swarm.capture import causes, diagnostics
+from agentihooks_swarm.kubernetes import labels, pods
+from agentihooks_swarm.lifecycle import events, model, status
 
 logger = logging.getLogger(__name__)
 
@@ -402,7 +404,7 @@ async def _remove_as_read(
         try:
             capture = await runtime.startup(pod, runtime.reader)
         except (errors.ApiError, ConnectionError, TimeoutError) as e:
-            runtime.metrics.log_read_failures.labels(path="launch", cause=metrics.cause(e)).inc()
+            runtime.metrics.log_read_failures.labels(path="launch", cause=causes.of(e).name).inc()
             runtime.metrics.captures.labels(path="launch", result="kept").inc()
             return Removal(removed=False, why=f"its log could not be read: {e}")
         if capture is not None:

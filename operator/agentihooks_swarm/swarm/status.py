@@ -2,7 +2,7 @@
 
 Every ``interval`` seconds the leader lists its Swarms and, for each, reads its refusals from Redis
 (the count in the last hour, the most frequent fingerprints) and evaluates its refusal budget
-(:meth:`store.AsyncStore.budget`: the same evaluation, and the same state, as the launches'), then
+(:meth:`storage.refusals.Refusals.budget`: the same evaluation, and the same state, as the launches'), then
 writes the status when it changed: ``refusals`` and the condition ``Degraded`` (reason
 ``RefusalBudgetExceeded`` while the budget holds new Executions back). The moment it trips, a
 Warning Event says so on the Swarm. The gauges behind the alert and the dashboard's table of
@@ -17,36 +17,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from agentihooks_swarm import (
-    errors,
-    events,
-    finals,
-    metrics as metrics_,
-    records,
-    resources,
-    status as status_,
-    store as store_,
-)
+from agentihooks_swarm import errors, metrics as metrics_, records, resources
 from agentihooks_swarm.kubernetes import pods
+from agentihooks_swarm.lifecycle import budget, events, status as status_
+from agentihooks_swarm.storage import operations
 
 logger = logging.getLogger(__name__)
-
-
-async def budget_verdict(
-    *, store: store_.AsyncStore, slug: str, budget: resources.RefusalBudget, swarm: Mapping[str, Any]
-) -> tuple[str, records.BudgetState | None]:
-    """The Swarm's refusal budget as Redis holds it now (:meth:`store.AsyncStore.budget`), from the
-    Swarm object itself: its worker template and its reset annotation are what clear it. The
-    launch and the Swarm's status both ask here, so they judge by the same inputs."""
-    return await store.budget(
-        slug=slug,
-        window_seconds=budget.window_seconds,
-        max_refusals=budget.max_refusals,
-        same_fingerprint=budget.same_fingerprint,
-        template=resources.template_digest(swarm),
-        reset=resources.reset_stamp(swarm, reset_annotation=status_.RESET_BUDGET_ANNOTATION),
-        at=finals.timestamp(finals.now()),
-    )
 
 
 #: The fingerprints a Swarm's status shows.
@@ -92,7 +68,7 @@ def degraded(state: records.BudgetState | None) -> status_.Condition:
 @dataclasses.dataclass(kw_only=True)
 class SwarmStatus:
     client: pods.PodClient
-    store: store_.AsyncStore
+    store: operations.AsyncStore
     metrics: metrics_.Metrics
     namespace: str | None
     holds: Callable[[], bool]
@@ -129,8 +105,8 @@ class SwarmStatus:
         # hold at least the refusals that tripped it, and the status never says "exceeded" next to
         # a count below the budget.
         state = await self._budget(slug=slug, spec=spec, swarm=swarm)
-        top = await self.store.fingerprints(slug=slug)
-        last_hour = await self.store.refusals_since(slug=slug, seconds=HOUR)
+        top = await self.store.refusals.fingerprints(slug=slug)
+        last_hour = await self.store.refusals.since(slug=slug, seconds=HOUR)
         self._gauges(slug=slug, top=top, state=state)
         found = swarm.get("status")
         current: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
@@ -162,7 +138,7 @@ class SwarmStatus:
     ) -> records.BudgetState | None:
         if spec.refusal_budget is None:
             return None
-        verdict, state = await budget_verdict(
+        verdict, state = await budget.verdict(
             store=self.store, slug=slug, budget=spec.refusal_budget, swarm=swarm
         )
         if verdict == "cleared":

@@ -22,13 +22,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
-from agentihooks_swarm import errors, status as status_
-from agentihooks_swarm.model import SETTLED, Phase, Tracked
+from agentihooks_swarm import errors
+from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import status as status_
+from agentihooks_swarm.lifecycle.model import SETTLED, Phase, Tracked
 
 logger = logging.getLogger(__name__)
 
-#: The operator's finalizer on the Executions it launches: removed once cleanup is done.
-FINALIZER: Final = "swarm.agentihooks.io/cleanup"
 #: Executions listed per request: memory holds one page at a time (its JSON and the objects
 #: decoded from it), and only a tracked view or an expiry is kept of each.
 PAGE: Final = 200
@@ -69,7 +69,7 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
     generation = metadata.get("generation")
     generation = generation if isinstance(generation, int) else None
     phase = status.get("phase")
-    ours = {FINALIZER, *legacy_finalizers}
+    ours = {labels.FINALIZER, *legacy_finalizers}
     if deleting and not ours.intersection(finalizers):
         return None  # Going, and not held by us: nothing of ours to do (or still possible).
     if not deleting and phase in SETTLED:

@@ -12,9 +12,12 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from agentihooks_swarm import cleanup, errors, events, finals, metrics, model, records, store as store_
-from agentihooks_swarm.kubernetes import diagnostics, labels
-from agentihooks_swarm.model import Phase, Progress
+from agentihooks_swarm import errors, metrics, records
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import cleanup, events, finals, model
+from agentihooks_swarm.lifecycle.model import Phase, Progress
+from agentihooks_swarm.storage import keys, operations
 
 #: The reason of an attempt ended because its Pod was never scheduled in its startup deadline.
 UNSCHEDULABLE = "Unschedulable"
@@ -46,7 +49,7 @@ def _before_cleanup() -> Iterator[None]:
 async def advance(
     *,
     runtime: model.Runtime,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     guard: model.Guard,
     attempt: model.Attempt,
     hand: records.HandResult,
@@ -126,12 +129,12 @@ async def advance(
 async def _become_final(
     *,
     runtime: model.Runtime,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     guard: model.Guard,
     attempt: model.Attempt,
     hand: records.HandResult,
     cancelled: bool,
-    stored: store_.AttemptRecords,
+    stored: operations.AttemptRecords,
     notify: events.Events,
     seen: dict[str, dict[str, Any]],
 ) -> records.FinalRecord | Progress:
@@ -170,7 +173,7 @@ async def _become_final(
             generation=attempt.generation,
             state=state,
             transcript_end=heartbeat.transcript if heartbeat is not None else 0,
-            outcome=store.key(attempt.slug, store_.OUTCOMES),
+            outcome=store.key(attempt.slug, keys.OUTCOMES),
             at=finals.timestamp(finals.now()),
             reason=reason,
             evidence=evidence,
@@ -186,7 +189,7 @@ async def _become_final(
     return final
 
 
-def _finished(*, stored: store_.AttemptRecords, retained: records.Retained) -> Progress:
+def _finished(*, stored: operations.AttemptRecords, retained: records.Retained) -> Progress:
     """Done; a refused hand's class comes from launch removal's record (its Pod is gone by cleanup)."""
     progress = _done(retained)
     captured = [

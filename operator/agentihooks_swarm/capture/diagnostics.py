@@ -22,7 +22,8 @@ from typing import Any, Final, Protocol
 import pydantic
 
 from agentihooks_swarm import errors, records
-from agentihooks_swarm.kubernetes import causes, failures, fingerprints, labels, logs
+from agentihooks_swarm.capture import causes, failures, fingerprints
+from agentihooks_swarm.kubernetes import labels, logs
 
 #: The Pod's Events kept in a capture: the newest 20, at most 8 KiB of JSON in all.
 EVENTS_MAX: Final = 20

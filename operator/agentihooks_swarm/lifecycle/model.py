@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agentihooks_swarm import errors, metrics as metrics_, records
-from agentihooks_swarm.kubernetes import diagnostics, event_index, labels, pods
+from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.kubernetes import event_index, labels, pods
 
 
 class Phase(enum.StrEnum):

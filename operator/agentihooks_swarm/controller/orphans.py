@@ -38,10 +38,12 @@ from typing import Protocol, TypeVar
 import pydantic
 import redis.exceptions
 
-from agentihooks_swarm import errors, executions as executions_, records, store as store_
+from agentihooks_swarm import errors, records
+from agentihooks_swarm.controller import executions as executions_
+from agentihooks_swarm.controller.worker_pods import WorkerPod, WorkerPods
 from agentihooks_swarm.kubernetes import labels, pods as pods_
-from agentihooks_swarm.model import Tracked
-from agentihooks_swarm.worker_pods import WorkerPod, WorkerPods
+from agentihooks_swarm.lifecycle.model import Tracked
+from agentihooks_swarm.storage import keys, operations
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class _Wake(Protocol):
 class Orphans:
     workers: WorkerPods
     table: executions_.Executions
-    store: store_.AsyncStore
+    store: operations.AsyncStore
     client: pods_.PodClient
     wake: _Wake
     #: Pods judged already (by namespace, name and generation), adopted or left alone.
@@ -142,13 +144,13 @@ class Orphans:
 
     async def _unfinished(self, slug: str) -> list[Tracked]:
         """The gone Executions of ``slug`` with a journal entry nobody finishes."""
-        journal = self.store.key(slug, store_.JOURNAL)
+        journal = self.store.key(slug, keys.JOURNAL)
         names = sorted(str(n) for n in await _redis(self.store.redis.hkeys(journal)))
         present = set(names)
         self._journals_judged = {j for j in self._journals_judged if j[0] != slug or j[1] in present}
         if not names:
             return []
-        claims = await _redis(self.store.redis.hmget(self.store.key(slug, store_.OWNERS), names))
+        claims = await _redis(self.store.redis.hmget(self.store.key(slug, keys.OWNERS), names))
         found = []
         for name, raw in zip(names, claims, strict=True):
             owner = _owner(raw)

@@ -10,7 +10,7 @@ its Events. So there is one path for the status and one for the Events, whatever
 What a step does, by the Execution's state:
 
 * not launched: parse the spec, read the Swarm, put the operator's finalizer on the Execution
-  (so deleting it waits for cleanup), claim its name's records (:meth:`store.AsyncStore.claim`:
+  (so deleting it waits for cleanup), claim its name's records (:meth:`storage.operations.AsyncStore.claim`:
   a name another Execution used is refused, ``NameInUse``), create or adopt the worker Pod, hand
   it its grant (launch removal on a refused hand), record the hand;
 * launched: :func:`attempts.advance` (final record, outcome, archive, final cleanup);
@@ -29,22 +29,20 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from agentihooks_swarm import (
+from agentihooks_swarm import errors, records, resources
+from agentihooks_swarm.kubernetes.labels import FINALIZER
+from agentihooks_swarm.lifecycle import (
     attempts,
+    budget,
     cleanup,
-    errors,
     events,
     finals,
     launch,
     model,
-    records,
-    resources,
     status as status_,
-    store as store_,
-    swarms,
 )
-from agentihooks_swarm.executions import FINALIZER
-from agentihooks_swarm.model import Phase
+from agentihooks_swarm.lifecycle.model import Phase
+from agentihooks_swarm.storage import keys, operations
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +104,7 @@ class _Work:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Lifecycle:
     runtime: model.Runtime
-    store: store_.AsyncStore
+    store: operations.AsyncStore
     guard: model.Guard
     #: This replica, as its Events name it.
     instance: str
@@ -229,12 +227,12 @@ class Lifecycle:
 
     async def _held_back(self, work: _Work, *, swarm: resources.SwarmSpec, raw: dict[str, Any]) -> bool:
         """Whether the Swarm's refusal budget holds this Execution back (the status says so)."""
-        budget = swarm.refusal_budget
-        assert budget is not None
+        limits = swarm.refusal_budget
+        assert limits is not None
         tracked = work.tracked
         try:
-            verdict, state = await swarms.budget_verdict(
-                store=self.store, slug=tracked.swarm, budget=budget, swarm=raw
+            verdict, state = await budget.verdict(
+                store=self.store, slug=tracked.swarm, budget=limits, swarm=raw
             )
         except errors.StoreUnavailable as e:  # The budget cannot be read: launching is the default.
             logger.warning("Could not read the refusal budget of swarm %s; launching: %s", tracked.swarm, e)
@@ -353,7 +351,7 @@ class Lifecycle:
                     generation=hand.generation,
                     state=records.FinalState.REFUSED,
                     transcript_end=0,
-                    outcome=self.store.key(tracked.swarm, store_.OUTCOMES),
+                    outcome=self.store.key(tracked.swarm, keys.OUTCOMES),
                 ),
             )
         except errors.StoreUnavailable as e:
@@ -464,7 +462,7 @@ class Lifecycle:
         at = finals.timestamp(finals.now())
         for captured in progress.captures:
             example = records.Example(execution=tracked.name, pod=captured.pod, uid=captured.uid)
-            if await self.store.note_refusal(
+            if await self.store.refusals.note(
                 slug=tracked.swarm, capture=captured.capture, example=example, at=at
             ):
                 failure_class = str(captured.capture.failure_class or records.FailureClass.UNKNOWN)

@@ -15,7 +15,10 @@ import dataclasses
 import logging
 from typing import Final
 
-from agentihooks_swarm import errors, leadership, metrics as metrics_, model, store as store_
+from agentihooks_swarm import errors, metrics as metrics_
+from agentihooks_swarm.controller import leadership
+from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.storage import keys, operations
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +35,10 @@ class Pass:
 
 async def sweep(
     *,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     guard: model.Guard,
     retention_seconds: float,
-    batch: int = store_.SWEEP_BATCH,
+    batch: int = keys.SWEEP_BATCH,
 ) -> Pass:
     """One bounded pass over every swarm. Raises ``NotLeader`` or ``StoreUnavailable``."""
     removed = kept = 0
@@ -53,7 +56,7 @@ async def sweep(
 
 async def run(
     *,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     guard: leadership.Leadership,
     metrics: metrics_.Metrics,
     retention_seconds: float,

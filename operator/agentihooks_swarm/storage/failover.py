@@ -295,7 +295,7 @@ def _merged(
 
 
 class Store(Protocol):
-    """What the watch needs of the store (:class:`store.AsyncStore` has it)."""
+    """What the watch needs of the store (:class:`.operations.AsyncStore` has it)."""
 
     async def primary_id(self) -> str | None: ...
 

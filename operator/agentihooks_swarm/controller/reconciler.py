@@ -24,8 +24,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from agentihooks_swarm import errors, executions as executions_, lifecycle as lifecycle_, metrics as metrics_
-from agentihooks_swarm.workqueue import KeyedQueue
+from agentihooks_swarm import errors, metrics as metrics_
+from agentihooks_swarm.controller import executions as executions_
+from agentihooks_swarm.controller.workqueue import KeyedQueue
+from agentihooks_swarm.lifecycle import step as lifecycle_
 
 logger = logging.getLogger(__name__)
 

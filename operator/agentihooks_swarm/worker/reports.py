@@ -24,7 +24,8 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from agentihooks_swarm import finals, records, store as store_
+from agentihooks_swarm import records, store as store_
+from agentihooks_swarm.lifecycle import finals
 
 #: Keeps the newest report, but never lets the transcript or archive watermark go backwards.
 _HEARTBEAT = """

@@ -15,8 +15,9 @@ import datetime
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final, TypedDict
 
-from agentihooks_swarm import errors, model, records
-from agentihooks_swarm.model import Phase
+from agentihooks_swarm import errors, records
+from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.lifecycle.model import Phase
 
 
 class Condition(TypedDict):

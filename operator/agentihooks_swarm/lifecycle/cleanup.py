@@ -31,8 +31,11 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
-from agentihooks_swarm import errors, events, finals, metrics as metrics_, model, records, store as store_
-from agentihooks_swarm.kubernetes import causes, diagnostics, labels
+from agentihooks_swarm import errors, metrics as metrics_, records
+from agentihooks_swarm.capture import causes, diagnostics
+from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import events, finals, model
+from agentihooks_swarm.storage import operations
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +82,7 @@ def counted(cause: causes.Cause, *, log_reads: int, since_first: float) -> bool:
 @dataclasses.dataclass(kw_only=True)
 class _Pass:
     runtime: model.Runtime
-    store: store_.AsyncStore
+    store: operations.AsyncStore
     guard: model.Guard
     attempt: model.Attempt
     notify: events.Events
@@ -179,7 +182,7 @@ class _Pass:
         try:
             capture = await self.runtime.startup(pod, self.runtime.reader)
         except (errors.ApiRefused, ConnectionError, TimeoutError) as e:
-            metrics.log_read_failures.labels(path="cleanup", cause=metrics_.cause(e)).inc()
+            metrics.log_read_failures.labels(path="cleanup", cause=causes.of(e).name).inc()
             if not self._count_failed_read(entry, e):
                 await self.save(before="noting a failed log read")
                 raise PassFailed(self._failed_read_message(entry, e)) from e
@@ -263,7 +266,7 @@ def _parse(value: str | None) -> datetime.datetime | None:
 async def pin(
     *,
     runtime: model.Runtime,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     guard: model.Guard,
     attempt: model.Attempt,
     seen: dict[str, dict[str, Any]] | None = None,
@@ -305,7 +308,7 @@ async def pin(
 async def run(
     *,
     runtime: model.Runtime,
-    store: store_.AsyncStore,
+    store: operations.AsyncStore,
     guard: model.Guard,
     attempt: model.Attempt,
     final: records.FinalRecord,

@@ -1,0 +1,1 @@
+"""What one step of one Execution does: launch, attempts, cleanup, finals, status, Events."""

@@ -1,0 +1,1 @@
+"""The Redis side: operations, Lua scripts, topology, failover restore, retention."""

@@ -1,0 +1,16 @@
+-- uses: journal_version
+-- The journal→retained move: one script, so no other command comes between its steps; legal on
+-- a cluster (one slot). A script that fails midway keeps what it wrote before (Redis has no
+-- rollback), so the evidence is written first and the journal entry goes last: at worst both
+-- are there, and :meth:`AsyncStore.clear_journal` removes the entry later.
+-- KEYS: retained, journal, index. ARGV: execution, the retained record, now, the journal version
+-- the writer read. The first retain wins: {0, stored} when one is there already; {-1} when the
+-- journal changed (or went) since it was read; {1} when this one is stored.
+local stored = redis.call('HGET', KEYS[1], ARGV[1])
+if stored then return {0, stored} end
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+if not current or version_of(current) ~= tonumber(ARGV[4]) then return {-1} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return {1}

@@ -1,0 +1,1 @@
+"""The Swarm: its status, refusal summary and budget."""

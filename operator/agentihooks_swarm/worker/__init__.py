@@ -1,0 +1,1 @@
+"""What runs inside a worker Pod: its heartbeat and outcome reports."""

@@ -7,14 +7,17 @@ once; a fault that waited starts late, and the ledger says when it really ran.
 ``redis-lost-writes`` makes Redis lose acknowledged writes for real
 (:meth:`~tests.soak.redis_set.SentinelSet.lose_writes`): both replicas' links held for 1 to 3 s
 while the operators run with ``REDIS_MIN_REPLICAS=0`` (the writes of that window are acknowledged
-by the primary alone), then ``kill -9`` of the primary; the Sentinels promote a replica that lacks
-them. The ledger says how many fields of the evidence hashes the promoted replica lacked (read on
-each server just before the kill), and how many of them the new primary held again when the fault
-ended (put back by the operator that wrote them, or written again by a later step). It waits for
-the switch to ``REDIS_MIN_REPLICAS=0`` (:attr:`~tests.soak.plan.Plan.unreplicated_at`, done here
-too: both replicas rolled with the new setting) and holds the operators' group as well as Redis';
-the API faults wait while it holds the links and until the restore (:class:`Alone`), and the
-workload's ``records forget`` waits too (:class:`~tests.soak.redis_set.Gate`).
+by the primary alone: it answers them), then ``kill -9`` of the primary; the Sentinels promote a
+replica that lacks them. The ledger says how many fields of the evidence hashes the promoted
+replica lacked (read on each server just before the kill: what the primary held, whether or not
+the client was still there to read its answer), and how many of them the new primary held again
+when the fault ended (put back by the operator that wrote them, or written again by a later
+step). It waits for the switch to ``REDIS_MIN_REPLICAS=0``
+(:attr:`~tests.soak.plan.Plan.unreplicated_at`, done here too: both replicas rolled with the new
+setting) and for a leader (up to 30 s: what a hold loses is what the leader writes, and the
+restore is the leader's). It holds the operators' group as well as Redis'; the API faults wait
+while it holds the links and until the restore (:class:`Alone`), and the workload's ``records
+forget`` waits too (:class:`~tests.soak.redis_set.Gate`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ NOT_WATCH: Final = re.compile(r"^(?!(?:.*&)?watch=(?:true|1)(?:&|$))", re.IGNORE
 RECOVERY: Final = 180.0
 #: How long a kubelet or containerd restart waits for a refused Pod to exist.
 WAIT_FOR_REFUSED: Final = 20.0
+#: How long a redis-lost-writes fault waits for a leader before it holds the links.
+LEADER_PATIENCE: Final = 30.0
 #: After a redis-lost-writes fault's promotion, how long the API faults still wait: the leader
 #: looks at the primary's replication id once a second and restores at once.
 RESTORE_GRACE: Final = 5.0
@@ -99,6 +104,8 @@ class Injected:
     back: int | None = None
     """redis-lost-writes: how many of them the new primary held when the fault ended."""
     lost_by_hash: dict[str, int] = field(default_factory=dict)
+    killed: float | None = None
+    """redis-lost-writes: when the primary was killed (seconds after the soak's start)."""
 
 
 @dataclass
@@ -109,6 +116,10 @@ class Ledger:
 
     def counts(self) -> Counter[str]:
         return Counter(i.kind for i in self.injected if i.ok)
+
+    def losses(self) -> list[float]:
+        """When each redis-lost-writes fault killed its primary (seconds after the soak's start)."""
+        return [i.killed for i in self.injected if i.kind == "redis-lost-writes" and i.killed is not None]
 
     @property
     def end(self) -> float:
@@ -312,11 +323,12 @@ class Injector:
         await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=2)
         await self._api_faults.take()
         try:
-            before = await asyncio.to_thread(self.rig.leader)
+            before = await self._a_leader()
             loss = await asyncio.to_thread(
                 redis_set.lose_writes, hold=fault.hold, pattern=f"{DEFAULT_PREFIX}:*"
             )
             killed = time.monotonic()
+            record.killed = loss.killed_at - self.origin
             loss.promoted = await asyncio.to_thread(
                 redis_set.wait_promoted, old=loss.primary, timeout=RECOVERY
             )
@@ -343,6 +355,17 @@ class Injector:
             f"{record.back} of them on the new primary when the fault ended; old primary started "
             f"again after {fault.seconds:.1f}s; {lease}"
         )
+
+    async def _a_leader(self) -> Replica | None:
+        """The replica holding the Lease, once one does (after a rollout the new processes wait
+        for the old holder's Lease to expire), or None after :data:`LEADER_PATIENCE`: the writes a
+        hold loses are a leader's, and the restore is its."""
+        for _ in range(int(LEADER_PATIENCE)):
+            leader = await asyncio.to_thread(self.rig.leader)
+            if leader is not None:
+                return leader
+            await asyncio.sleep(1.0)
+        return None
 
     async def _restart_child(self, name: str) -> str:
         waiting = ""

@@ -69,6 +69,8 @@ class Loss:
     missing: dict[int, Fields] = field(default_factory=dict)
     """Replica port -> the fields the primary held and it lacked at the kill."""
     promoted: int | None = None
+    killed_at: float = 0.0
+    """``time.monotonic()`` just after the kill."""
 
     def lost(self) -> Fields:
         """What the promoted replica lacked: writes the primary acknowledged, gone from Redis."""
@@ -314,8 +316,9 @@ class SentinelSet:
             mine = _fields(primary, pattern)
             ahead = _offset(primary, "master_repl_offset")
             primary.kill()
+            killed_at = time.monotonic()
             killed = True
-            held = time.monotonic() - began
+            held = killed_at - began
         finally:
             self.holding.clear()
             self.gate.open()
@@ -331,6 +334,7 @@ class SentinelSet:
             primary_fields=sum(len(f) for f in mine.values()),
             behind={port: max(ahead - offset, 0) for port, offset in behind.items()},
             missing={port: _minus(mine, fields) for port, fields in theirs.items()},
+            killed_at=killed_at,
         )
 
     def _wait_linked(self, primary: RedisServer, relays: Mapping[int, int]) -> None:

@@ -178,6 +178,7 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
         key=lambda r: r.at,
     )
     attributed = rules.attribute(pods_seen.pods, executions_seen.executions, planted=workload.planted)
+    losses = [origin + killed for killed in ledger.losses()]
     verdicts = rules.Verdicts()
     verdicts.counts["worker pods seen"] = len(pods_seen.pods)
     verdicts.extend(
@@ -187,9 +188,10 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             redis_read=read_error is None,
             executions=executions_seen.executions,
             forgotten=rules.forgotten_lives(pods_seen.pods, workload.forgets),
+            losses=losses,
         )
     )
-    verdicts.extend(rules.judge_deletes(pods_seen.pods, executions=executions_seen.executions))
+    verdicts.extend(rules.judge_deletes(pods_seen.pods, executions=executions_seen.executions, losses=losses))
     verdicts.extend(
         rules.judge_leftovers(
             pods_seen.pods, stored.journal, planted=workload.planted, executions=executions_seen.executions

@@ -128,6 +128,34 @@ def test_a_forgotten_lifes_refused_pod_is_judged_by_what_redis_held_before_the_f
     assert _findings(unread) == [(1, "unchecked")]
 
 
+def test_a_forgotten_lifes_capture_missing_after_redis_lost_writes_could_not_be_checked() -> None:
+    pods = {"p-old": _pods()["p-old"]}
+    forget = _forgotten(before=[])
+    forget.read_at = 9.0
+    lost = rules.judge_captures(pods, [], forgotten={"p-old": forget}, losses=[5.0])
+    assert _findings(lost) == [(1, "unchecked")]
+    earlier = rules.judge_captures(pods, [], forgotten={"p-old": forget}, losses=[0.5])
+    assert _findings(earlier) == [(1, "violated")]  # Lost before it was even refused: not that.
+
+
+# -- rule 3 and redis-lost-writes -----------------------------------------------------------------
+
+
+def test_a_probe_that_read_after_redis_lost_writes_could_not_be_checked() -> None:
+    def deleted(*, found: bool, read_at: float) -> PodHistory:
+        pod = _pod("p", first_seen=1.0, deleting_at=3.0)
+        pod.probe = model.Probe(found=found, detail="records held: none", at=read_at)
+        return pod
+
+    def judged(pod: PodHistory, losses: list[float]) -> list[tuple[int, str]]:
+        return _findings(rules.judge_deletes({pod.uid: pod}, losses=losses))
+
+    assert judged(deleted(found=False, read_at=8.0), losses=[5.0]) == [(3, "unchecked")]
+    assert judged(deleted(found=False, read_at=4.0), losses=[5.0]) == [(3, "violated")]  # Read before.
+    assert judged(deleted(found=False, read_at=8.0), losses=[2.0]) == [(3, "violated")]  # Lost before.
+    assert judged(deleted(found=True, read_at=8.0), losses=[5.0]) == []
+
+
 # -- rule 7 ---------------------------------------------------------------------------------------
 
 

@@ -308,6 +308,7 @@ class Workload:
                 break
             await asyncio.sleep(0.5)
         read = await self.prober.read(slug=execution.swarm, execution=execution.name)
+        read_at = time.monotonic()
         while True:
             if time.monotonic() > deadline:
                 self.tally.reuse_skipped.append(
@@ -336,6 +337,7 @@ class Workload:
             old_uid=old_uid,
             forgotten_at=time.monotonic(),
             before=read[0] if read is not None else None,
+            read_at=read_at,
             owner_before=read[1] if read is not None else None,
             refusals=refusals,
         )

@@ -53,6 +53,8 @@ class Probe:
     """True: a capture with its UID; False: none; None: Redis could not be read."""
     where: str = ""
     detail: str = ""
+    at: float | None = None
+    """When the read that answered was made (a probe retries while Redis does not answer)."""
 
 
 @dataclass
@@ -299,6 +301,8 @@ class Forgotten:
     """When the forget said the name was free (same clock as the histories)."""
     before: list[Capture] | None
     """The name's captures read just before the forget (None: Redis could not be read)."""
+    read_at: float | None = None
+    """When they were read."""
     owner_before: str | None = None
     """The name's owner claim (an Execution UID) read just before the forget."""
     new_uid: str | None = None

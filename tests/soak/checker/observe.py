@@ -333,6 +333,7 @@ class Prober:
 
     def _once(self, *, slug: str, execution: str, uid: str) -> Probe:
         replies = self._replies(slug=slug, execution=execution)
+        at = time.monotonic()
         held = []
         for where, raw in zip(HASHES, replies, strict=True):
             if raw is None:
@@ -341,10 +342,10 @@ class Prober:
             try:
                 found = captures_from(where=where, slug=slug, execution=execution, raw=str(raw))
             except RecordError as error:
-                return Probe(found=False, detail=str(error))
+                return Probe(found=False, detail=str(error), at=at)
             if any(c.uid == uid and c.startup is not None for c in found):
-                return Probe(found=True, where=where)
-        return Probe(found=False, detail=f"records held: {held or 'none'}")
+                return Probe(found=True, where=where, at=at)
+        return Probe(found=False, detail=f"records held: {held or 'none'}", at=at)
 
 
 _SAMPLE: Final = re.compile(r'^(agentihooks_swarm_task_(?:up|restarts_total))\{task="([^"]*)"\}\s+(\S+)$')

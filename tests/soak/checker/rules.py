@@ -9,7 +9,9 @@
 2. No capture for a Pod that was not refused (at any time: a Pod that failed only once deleted
    may be captured by a pass that reads it then, which is not wrong).
 3. Every refused Pod the operator deleted had its capture in Redis when the checker saw the
-   delete (:class:`~.model.Probe`, made at once): no delete before a durable record.
+   delete (:class:`~.model.Probe`, made at once): no delete before a durable record. A probe that
+   found nothing in a Redis that lost acknowledged writes after the delete (a ``redis-lost-writes``
+   kill between the delete and the read) cannot tell; rule 1 judges what was put back.
 4. No worker Pod and no ``cleanup-journal`` entry is left at the end.
 5. Every Execution converged (Done, Invalid or Blocked), and every Execution being deleted was
    gone, within ``bound`` seconds of the faults stopping.
@@ -100,11 +102,12 @@ def judge_captures(
     redis_read: bool = True,
     executions: Mapping[str, ExecutionHistory] | None = None,
     forgotten: Mapping[str, Forgotten] | None = None,
+    losses: Sequence[float] = (),
 ) -> Verdicts:
     """Rules 1 and 2 (see the module docstring); ``redis_read=False``: the end reads failed.
     ``executions`` only adds to a finding that its Pod's name was used again. ``forgotten``
     (:func:`forgotten_lives`): Pods whose records the user forgot, judged by rule 1 against what
-    Redis held just before the forget."""
+    Redis held just before the forget (``losses``: see :func:`judge_deletes`)."""
     verdicts = Verdicts()
     reused = _reused_names(executions or {})
     forgotten = forgotten or {}
@@ -133,6 +136,17 @@ def judge_captures(
                 )
                 continue
             before = [c for c in forget.before if c.uid == pod.uid and c.startup is not None]
+            since = pod.refused_at if pod.refused_at is not None else pod.first_seen
+            lost = _lost_between(losses, since, forget.read_at)
+            if not before and lost is not None:
+                verdicts.unchecked(
+                    1,
+                    _pod(pod),
+                    "its records were forgotten, and the read just before the forget found no "
+                    f"capture, but Redis lost acknowledged writes {lost:.1f}s after it was refused "
+                    "(a redis-lost-writes kill) and before that read",
+                )
+                continue
             _judge_refused(verdicts, pod, before, reused=reused, when=" just before the forget")
             continue
         if not redis_read:
@@ -215,9 +229,15 @@ def _judge_refused(
 
 
 def judge_deletes(
-    pods: Mapping[str, PodHistory], *, executions: Mapping[str, ExecutionHistory] | None = None
+    pods: Mapping[str, PodHistory],
+    *,
+    executions: Mapping[str, ExecutionHistory] | None = None,
+    losses: Sequence[float] = (),
 ) -> Verdicts:
-    """Rule 3: the probe made when the checker saw each refused Pod deleted."""
+    """Rule 3: the probe made when the checker saw each refused Pod deleted. ``losses``: when a
+    ``redis-lost-writes`` fault killed its primary (same clock): a probe that found nothing, read
+    after such a kill that came after the delete, read a Redis that had lost acknowledged writes
+    (rule 1 judges the end, after the restore) and cannot tell."""
     verdicts = Verdicts()
     reused = _reused_names(executions or {})
     for pod in pods.values():
@@ -229,6 +249,14 @@ def judge_deletes(
             verdicts.unchecked(
                 3, _pod(pod), f"Redis could not be read when it was deleted: {pod.probe.detail}"
             )
+        elif not pod.probe.found and (lost := _lost_between(losses, pod.deleting_at, pod.probe.at)):
+            verdicts.unchecked(
+                3,
+                _pod(pod),
+                f"no capture with its UID when probed ({pod.probe.detail}), but Redis lost "
+                f"acknowledged writes between its delete and the read (a redis-lost-writes kill "
+                f"{lost:.1f}s after the delete was seen); rule 1 judges what was put back",
+            )
         elif not pod.probe.found:
             verdicts.violated(
                 3,
@@ -239,6 +267,13 @@ def judge_deletes(
         else:
             verdicts.counts["deletes with the capture already stored"] += 1
     return verdicts
+
+
+def _lost_between(losses: Sequence[float], start: float, end: float | None) -> float | None:
+    """Seconds from ``start`` to the first lost-writes kill between ``start`` and ``end`` (an
+    unknown ``end``: any time after ``start``), or None."""
+    found = [kill for kill in losses if kill >= start and (end is None or kill <= end)]
+    return min(found) - start if found else None
 
 
 def judge_leftovers(
@@ -438,11 +473,12 @@ def judge_names(
         owner = owners.get((slug, name))
         seen = [c for c in found if c.uid in pods and c.uid not in forgotten]
         if owner is None:
+            lives = sorted({str(attributed.get(c.uid)) for c in seen}) or ["none the checker saw"]
             verdicts.unchecked(
                 7,
                 f"{slug}/{name}",
-                f"records ({', '.join(sorted({c.where for c in found}))}) and no owner claim: whose "
-                "they are cannot be told",
+                f"records ({', '.join(sorted({c.where for c in found}))}; their Pods' Executions: "
+                f"{', '.join(lives)}) and no owner claim: whose they are cannot be told",
             )
             continue
         strangers = [c for c in seen if attributed.get(c.uid) not in (None, owner)]

@@ -131,7 +131,8 @@ class Workload:
         #: The environment ``records forget`` runs with (an operator replica's).
         self.user_env = user_env
         self.replication_held = replication_held
-        #: Closed while a redis-lost-writes fault holds (or is about to hold) the links.
+        #: Closed while a redis-lost-writes fault holds (or is about to hold) the links: the rig's
+        #: (:attr:`tests.soak.rig.Rig.user_gate`); a gate of its own when there is no such fault.
         self.gate = gate or Gate()
         #: The names forgotten and applied again, for the checker.
         self.forgets: list[Forgotten] = []

@@ -40,10 +40,10 @@ from agentihooks_swarm.lifecycle import cleanup, events, launch, model
 from agentihooks_swarm.storage import operations
 from tests.faults.ledger import LEDGER
 from tests.integration.test_cleanup import run_pass
-from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support import pods
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support.proxy import FaultProxy, Rule
 from tests.support.redis_server import RedisServer
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.lifecycle import events, launch, model
-from tests.integration.test_launch import plant_pod
 from tests.support.cluster import ControlPlane
+from tests.support.planting import plant_pod
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,9 +21,9 @@ from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import event_index
 from agentihooks_swarm.lifecycle import model
 from agentihooks_swarm.storage import operations
-from tests.integration.test_launch import SLUG, attempt_for, plant_pod, remove
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.planting import SLUG, attempt_for, plant_pod, remove
 from tests.support.proxy import WATCH_QUERY, FaultProxy, WatchError
 
 pytestmark = pytest.mark.integration

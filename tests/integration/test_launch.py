@@ -18,18 +18,13 @@ from agentihooks_swarm.storage import operations
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod, remove
 from tests.support.proxy import FaultProxy, Respond
 
 pytestmark = pytest.mark.integration
 
-PLANTED = b"worker startup refused: planted kind refusal\n"
-SLUG = "proof"
 #: The capture's fields next to the spec's (issue 12), each present only when there is something.
 ADDITIVE = {"waiting", "conditions", "events", "events_error", "class", "fingerprint", "fingerprint_text"}
-
-
-def attempt_for(namespace: str, execution: str = "e1", generation: int = 1) -> model.Attempt:
-    return model.Attempt(namespace=namespace, slug=SLUG, execution=execution, generation=generation)
 
 
 def swarm_spec(
@@ -48,46 +43,8 @@ def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_p
     return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
 
 
-async def plant_pod(
-    api: client.ApiClient,
-    cluster: ControlPlane,
-    *,
-    attempt: model.Attempt,
-    phase: Any = "Failed",
-    log: bytes | None = PLANTED,
-    wait_for: str | None = None,
-    **behaviour: Any,
-) -> dict[str, Any]:
-    """A worker Pod of ``attempt`` that kwok drives to ``phase``, with a planted log; returns it raw."""
-    if log is not None:
-        await pods.plant_log(
-            cluster=cluster,
-            namespace=attempt.namespace,
-            pod=attempt.pod_name,
-            container="worker",
-            content=log,
-        )
-    body: Any = pods.worker_pod(
-        name=attempt.pod_name, namespace=attempt.namespace, labels=attempt.labels, phase=phase, **behaviour
-    )
-    await client.CoreV1Api(api).create_namespaced_pod(attempt.namespace, body)
-    target: Any = wait_for or (
-        "Failed" if behaviour.get("init_exit_code") is not None else phase or "Running"
-    )
-    await pods.wait_for_phase(api, namespace=attempt.namespace, name=attempt.pod_name, phase=target)
-    raw: Any = await client.CoreV1Api(api).read_namespaced_pod(
-        attempt.pod_name, attempt.namespace, _preload_content=False
-    )
-    found: dict[str, Any] = json.loads(await raw.read())
-    return found
-
-
 async def pod_exists(api: client.ApiClient, attempt: model.Attempt) -> bool:
     return await pods.pod_exists(api, namespace=attempt.namespace, name=attempt.pod_name)
-
-
-async def remove(runtime: model.Runtime, attempt: model.Attempt, uid: str) -> launch.Removal:
-    return await launch.remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected())
 
 
 # --- what counts as refused ------------------------------------------------------------------------

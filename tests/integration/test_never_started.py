@@ -17,10 +17,10 @@ from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import attempts, cleanup, events, model
 from agentihooks_swarm.storage import operations
 from tests.integration.test_cleanup import retained_of, run_pass
-from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod, remove
 from tests.support import pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod, remove
 from tests.support.proxy import FaultProxy
 
 pytestmark = pytest.mark.integration

@@ -18,9 +18,9 @@ from agentihooks_swarm import errors, records, settings, store as store_
 from agentihooks_swarm.lifecycle import cleanup
 from agentihooks_swarm.storage import operations
 from tests.integration.test_cleanup import run_pass
-from tests.integration.test_launch import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import RedisServer
 

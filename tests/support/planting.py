@@ -1,0 +1,59 @@
+"""Worker Pods planted through kwok for the tests that run the operator's code in-process: an
+attempt of the ``proof`` Swarm, its worker Pod driven to a phase with a planted log, and launch
+removal over it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from agentihooks_swarm.lifecycle import events, launch, model
+from tests.support import pods
+from tests.support.cluster import ControlPlane
+
+PLANTED = b"worker startup refused: planted kind refusal\n"
+SLUG = "proof"
+
+
+def attempt_for(namespace: str, execution: str = "e1", generation: int = 1) -> model.Attempt:
+    return model.Attempt(namespace=namespace, slug=SLUG, execution=execution, generation=generation)
+
+
+async def plant_pod(
+    api: client.ApiClient,
+    cluster: ControlPlane,
+    *,
+    attempt: model.Attempt,
+    phase: Any = "Failed",
+    log: bytes | None = PLANTED,
+    wait_for: str | None = None,
+    **behaviour: Any,
+) -> dict[str, Any]:
+    """A worker Pod of ``attempt`` that kwok drives to ``phase``, with a planted log; returns it raw."""
+    if log is not None:
+        await pods.plant_log(
+            cluster=cluster,
+            namespace=attempt.namespace,
+            pod=attempt.pod_name,
+            container="worker",
+            content=log,
+        )
+    body: Any = pods.worker_pod(
+        name=attempt.pod_name, namespace=attempt.namespace, labels=attempt.labels, phase=phase, **behaviour
+    )
+    await client.CoreV1Api(api).create_namespaced_pod(attempt.namespace, body)
+    target: Any = wait_for or (
+        "Failed" if behaviour.get("init_exit_code") is not None else phase or "Running"
+    )
+    await pods.wait_for_phase(api, namespace=attempt.namespace, name=attempt.pod_name, phase=target)
+    raw: Any = await client.CoreV1Api(api).read_namespaced_pod(
+        attempt.pod_name, attempt.namespace, _preload_content=False
+    )
+    found: dict[str, Any] = json.loads(await raw.read())
+    return found
+
+
+async def remove(runtime: model.Runtime, attempt: model.Attempt, uid: str) -> launch.Removal:
+    return await launch.remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected())

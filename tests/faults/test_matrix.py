@@ -39,8 +39,8 @@ from agentihooks_swarm import errors, records, settings
 from agentihooks_swarm.lifecycle import cleanup, events, launch, model
 from agentihooks_swarm.storage import operations
 from tests.faults.ledger import LEDGER
-from tests.integration.test_cleanup import run_pass
 from tests.support import pods
+from tests.support.cleanup_passes import run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod

@@ -18,6 +18,7 @@ from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import cleanup, events, model
 from agentihooks_swarm.storage import operations
 from tests.support import pods, rbac
+from tests.support.cleanup_passes import gone, retained_of, run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod
@@ -31,54 +32,9 @@ def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_p
     return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
 
 
-def final_for(
-    attempt: model.Attempt, state: records.FinalState = records.FinalState.FAILED
-) -> records.FinalRecord:
-    return records.FinalRecord(
-        execution=attempt.execution,
-        generation=attempt.generation,
-        state=state,
-        transcript_end=0,
-        outcome="attempt-outcomes",
-        at="2026-11-29T00:00:00Z",
-    )
-
-
-async def run_pass(
-    runtime: model.Runtime,
-    store: operations.AsyncStore,
-    attempt: model.Attempt,
-    *,
-    guard: model.Guard | None = None,
-    notify: events.Collected | None = None,
-) -> records.Retained:
-    return await cleanup.run(
-        runtime=runtime,
-        store=store,
-        guard=guard or model.Unguarded(),
-        attempt=attempt,
-        final=final_for(attempt),
-        watermark=0,
-        archived=True,
-        notify=notify or events.Collected(),
-    )
-
-
 async def journal_of(store: operations.AsyncStore, attempt: model.Attempt) -> dict[str, Any] | None:
     raw = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
     return None if raw is None else json.loads(raw)
-
-
-async def retained_of(store: operations.AsyncStore, attempt: model.Attempt) -> dict[str, Any]:
-    raw = await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution)
-    assert raw is not None
-    found: dict[str, Any] = json.loads(raw)
-    return found
-
-
-async def gone(api: client.ApiClient, namespace: str, name: str) -> None:
-    core = client.CoreV1Api(api)
-    await pods.wait_for_absent(read=lambda: core.read_namespaced_pod(name, namespace), what=name)
 
 
 async def test_failed_worker_is_captured_once_deleted_and_retained(

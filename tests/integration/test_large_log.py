@@ -13,7 +13,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
 from agentihooks_swarm.storage import operations
-from tests.integration.test_cleanup import gone, retained_of, run_pass
+from tests.support.cleanup_passes import gone, retained_of, run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import attempt_for, plant_pod

@@ -16,8 +16,8 @@ from agentihooks_swarm import errors, records
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import attempts, cleanup, events, model
 from agentihooks_swarm.storage import operations
-from tests.integration.test_cleanup import retained_of, run_pass
 from tests.support import pods, rbac
+from tests.support.cleanup_passes import retained_of, run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod, remove

@@ -17,7 +17,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import errors, records, settings, store as store_
 from agentihooks_swarm.lifecycle import cleanup
 from agentihooks_swarm.storage import operations
-from tests.integration.test_cleanup import run_pass
+from tests.support.cleanup_passes import run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod

@@ -29,8 +29,8 @@ from agentihooks_swarm.kubernetes import pods as pod_client
 from agentihooks_swarm.lifecycle import cleanup, model
 from agentihooks_swarm.storage import operations
 from tests.integration import burst
-from tests.integration.test_cleanup import run_pass
 from tests.integration.test_read_commands import READ_JOURNAL, READ_RETAINED
+from tests.support.cleanup_passes import run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.planting import PLANTED, plant_pod

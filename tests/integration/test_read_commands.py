@@ -22,25 +22,10 @@ from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod
 from tests.support.proxy import FaultProxy
+from tests.support.read_commands import READ_JOURNAL, READ_RETAINED
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
-
-#: The spec's second and third read commands, with this package's module path.
-READ_RETAINED = """
-import json, sys
-from agentihooks_swarm.store import connect
-store = connect()
-kept = json.loads(store.redis.hget(store.key(sys.argv[1], "attempt-retained"), sys.argv[2]))
-print(json.dumps(kept["removed"]["pods"], indent=2))
-"""
-READ_JOURNAL = """
-import json, sys
-from agentihooks_swarm.store import connect
-store = connect()
-journal = json.loads(store.redis.hget(store.key(sys.argv[1], "cleanup-journal"), sys.argv[2]))
-print(json.dumps(journal["pinned"]["pods"], indent=2))
-"""
 
 
 async def run(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -29,24 +29,17 @@ from agentihooks_swarm.kubernetes import pods as pod_client
 from agentihooks_swarm.lifecycle import cleanup, model
 from agentihooks_swarm.storage import operations
 from tests.integration import burst
-from tests.integration.test_read_commands import READ_JOURNAL, READ_RETAINED
 from tests.support.cleanup_passes import run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.planting import PLANTED, plant_pod
 from tests.support.proxy import FaultProxy
+from tests.support.read_commands import READ_JOURNAL, READ_RETAINED, READ_STARTUP
 from tests.support.redis_cluster import ClusterTopology
 from tests.support.redis_server import RedisServerError
 
 pytestmark = pytest.mark.integration
 
-#: The spec's first read command, with this package's module path.
-READ_STARTUP = """
-import sys
-from agentihooks_swarm.store import connect
-store = connect()
-print(store.redis.hget(store.key(sys.argv[1], "attempt-startup-diagnostics"), sys.argv[2]))
-"""
 #: A slug whose hash slot is among the ten lowest of the first primary (0-5460 after create), so
 #: ``redis-cli --cluster reshard --cluster-slots 10`` from that primary moves it.
 SLUG = next(f"swarm-{i}" for i in range(100_000) if key_slot(f"swarm-{i}".encode()) < 10)

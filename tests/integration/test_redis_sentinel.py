@@ -32,9 +32,9 @@ from agentihooks_swarm.kubernetes import pods as pod_client
 from agentihooks_swarm.lifecycle import model
 from agentihooks_swarm.storage import operations
 from tests.integration import burst
-from tests.integration.test_redis_cluster import READ_STARTUP
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
+from tests.support.read_commands import READ_STARTUP
 from tests.support.redis_sentinel import SentinelTopology
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,7 @@ from agentihooks_swarm import metrics, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
 from agentihooks_swarm.lifecycle import cleanup, model
 from agentihooks_swarm.storage import operations
-from tests.integration import burst
+from tests.support import burst
 from tests.support.cleanup_passes import run_pass
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client

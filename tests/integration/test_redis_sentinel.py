@@ -31,7 +31,7 @@ from agentihooks_swarm import metrics, settings, store as store_
 from agentihooks_swarm.kubernetes import pods as pod_client
 from agentihooks_swarm.lifecycle import model
 from agentihooks_swarm.storage import operations
-from tests.integration import burst
+from tests.support import burst
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.read_commands import READ_STARTUP

@@ -14,8 +14,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import settings, store as store_
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.worker import reports as worker
-from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
@@ -45,12 +44,14 @@ async def start_failing_worker(
     behaviour = annotations or pods.protocol_annotations(
         phase="Failed", exit_code=78, reason="Error", run_for=run_for
     )
-    await helpers.create(api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(api, builders.execution(name=execution, namespace=namespace, swarm=SLUG))
+    await watching.create(api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(api, builders.execution(name=execution, namespace=namespace, swarm=SLUG))
 
 
 async def status_of(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = (await helpers.execution(api, namespace=namespace, name=name)).get("status") or {}
+    found: dict[str, Any] = (await watching.execution(api, namespace=namespace, name=name)).get(
+        "status"
+    ) or {}
     return found
 
 
@@ -61,7 +62,7 @@ async def wait_done(
         status = await status_of(api, namespace, name)
         return status if status.get("phase") == "Done" else None
 
-    return await helpers.eventually(done, what=f"{name} to be Done", operator=process, timeout=timeout)
+    return await watching.eventually(done, what=f"{name} to be Done", operator=process, timeout=timeout)
 
 
 async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(
@@ -78,7 +79,7 @@ async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(
     assert status["outcome"] == "failed"
     pod = labels.worker_pod_name(execution="fails-late", generation=1)
     assert status["cleanup"]["pods"] == {pod: "deleted"}
-    assert not await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
+    assert not await watching.pod_exists(admin_api, namespace=namespace, name=pod)
 
     connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
     try:
@@ -95,7 +96,7 @@ async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(
     [container] = entry["startup"]["containers"]
     assert (container["terminated"]["exitCode"], container["terminated"]["reason"]) == (78, "Error")
     assert container["log"].endswith(PLANTED.decode())
-    await helpers.events_once(
+    await watching.events_once(
         admin_api,
         namespace=namespace,
         name="fails-late",
@@ -121,10 +122,10 @@ async def test_cleanup_waits_for_the_transcript_archive(
         status = await status_of(admin_api, namespace, "archives")
         return status if status.get("phase") == "Archiving" else None
 
-    status = await helpers.eventually(archiving, what="the archive wait", operator=process, timeout=60)
+    status = await watching.eventually(archiving, what="the archive wait", operator=process, timeout=60)
     assert "watermark 40 of 100" in status["waitingFor"]
     pod = labels.worker_pod_name(execution="archives", generation=1)
-    assert await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
+    assert await watching.pod_exists(admin_api, namespace=namespace, name=pod)
     worker.heartbeat(
         store=reporter, slug=SLUG, execution="archives", generation=1, transcript=100, archived=100
     )
@@ -156,7 +157,7 @@ async def test_archive_deadline_lets_cleanup_go_ahead_and_says_so(
     await wait_done(admin_api, namespace, "deadline", process)
     retained = json.loads(reporter.redis.hget(reporter.key(SLUG, "attempt-retained"), "deadline") or "null")
     assert (retained["archived"], retained["watermark"]) == (False, 0)
-    found = await helpers.events_once(
+    found = await watching.events_once(
         admin_api, namespace=namespace, name="deadline", reasons={"CleanupFinished"}, operator=process
     )
     messages = [m for _, r, m in found if r == "CleanupFinished"]
@@ -183,19 +184,19 @@ async def test_deleting_an_execution_cancels_and_cleans_up_its_attempt(
     async def running() -> bool:
         return (await status_of(admin_api, namespace, "deleted")).get("phase") == "Running"
 
-    await helpers.eventually(running, what="the worker running", operator=process)
+    await watching.eventually(running, what="the worker running", operator=process)
     await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
         "swarm.agentihooks.io", "v1alpha1", namespace, "executions", "deleted"
     )
 
     async def gone() -> bool:
         try:
-            await helpers.execution(admin_api, namespace=namespace, name="deleted")
+            await watching.execution(admin_api, namespace=namespace, name="deleted")
         except client.ApiException as e:
             return e.status == 404
         return False
 
-    await helpers.eventually(gone, what="the execution to go", operator=process, timeout=60)
+    await watching.eventually(gone, what="the execution to go", operator=process, timeout=60)
     reporter = store_.connect(settings.Settings(redis_url=redis_url))
     retained = json.loads(reporter.redis.hget(reporter.key(SLUG, "attempt-retained"), "deleted") or "null")
     reporter.redis.close()
@@ -253,7 +254,7 @@ async def test_sigkill_at_each_checkpoint_then_restart_gives_the_same_evidence(
                 status = await status_of(admin_api, namespace, "crash")
                 return status.get("phase") == "Running" and bool(status.get("waitingFor"))
 
-            await helpers.eventually(quiet, what="the worker running", operator=process)
+            await watching.eventually(quiet, what="the worker running", operator=process)
             rule = proxy.hang(method="PATCH", path=r".*/executions/crash/status", times=None)
         assert rule is not None
 
@@ -267,12 +268,12 @@ async def test_sigkill_at_each_checkpoint_then_restart_gives_the_same_evidence(
                     journal is not None and bool(journal["pinned"]["pods"][0].get("sent")) and bool(rule.hits)
                 )
             if checkpoint == "after-delete":
-                return proxy.count(method="DELETE", path=pod_path) == 1 and not await helpers.pod_exists(
+                return proxy.count(method="DELETE", path=pod_path) == 1 and not await watching.pod_exists(
                     admin_api, namespace=namespace, name=pod
                 )
             return retained is not None and bool(rule.hits)
 
-        await helpers.eventually(reached, what=f"checkpoint {checkpoint}", operator=process, timeout=60)
+        await watching.eventually(reached, what=f"checkpoint {checkpoint}", operator=process, timeout=60)
         process.kill()
         proxy.remove_rule(rule)
         process.start()
@@ -290,7 +291,7 @@ async def test_sigkill_at_each_checkpoint_then_restart_gives_the_same_evidence(
     deletes = proxy.count(method="DELETE", path=pod_path)
     # A delete hung before forwarding never reached the API server; the restart sends the only one.
     assert deletes == (2 if checkpoint == "after-capture-save" else 1)
-    assert not await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
+    assert not await watching.pod_exists(admin_api, namespace=namespace, name=pod)
 
 
 async def test_two_replicas_capture_and_delete_once(
@@ -320,9 +321,9 @@ async def test_two_replicas_capture_and_delete_once(
             container="worker",
             content=PLANTED,
         )
-    await helpers.create(admin_api, builders.swarm(name=slug, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.swarm(name=slug, namespace=namespace, annotations=behaviour))
     for execution in executions:
-        await helpers.create(admin_api, builders.execution(name=execution, namespace=namespace, swarm=slug))
+        await watching.create(admin_api, builders.execution(name=execution, namespace=namespace, swarm=slug))
     for execution in executions:
         await wait_done(admin_api, namespace, execution, first)
     assert second.running

@@ -13,13 +13,12 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.e2e import helpers
-from tests.support import builders
+from tests.support import builders, planting, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
 
-PLANTED = helpers.PLANTED
+PLANTED = planting.PLANTED
 SLUG = "expiry"
 
 #: The spec's read commands (this package's module path), for launch removal's capture and for the
@@ -41,7 +40,7 @@ print(json.dumps(kept["removed"]["pods"], indent=2))
 
 async def _exists(api: client.ApiClient, namespace: str, name: str) -> bool:
     try:
-        await helpers.execution(api, namespace=namespace, name=name)
+        await watching.execution(api, namespace=namespace, name=name)
     except ApiException as e:
         if e.status == 404:
             return False
@@ -54,7 +53,9 @@ async def _gone(api: client.ApiClient, namespace: str, name: str) -> bool:
 
 
 async def _status(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = (await helpers.execution(api, namespace=namespace, name=name)).get("status") or {}
+    found: dict[str, Any] = (await watching.execution(api, namespace=namespace, name=name)).get(
+        "status"
+    ) or {}
     return found
 
 
@@ -63,15 +64,15 @@ async def _done(api: client.ApiClient, namespace: str, name: str, process: Opera
         status = await _status(api, namespace, name)
         return status if status.get("phase") == "Done" else None
 
-    return await helpers.eventually(probe, what=f"{name} to be Done", operator=process, timeout=60)
+    return await watching.eventually(probe, what=f"{name} to be Done", operator=process, timeout=60)
 
 
 async def _refused_at_launch(
     api: client.ApiClient, cluster: ControlPlane, *, namespace: str, execution: str, ttl: int | None
 ) -> None:
     """A planted Failed worker Pod, then an Execution whose hand is refused: launch removal captures."""
-    await helpers.plant_refused_worker(api, cluster, namespace=namespace, slug=SLUG, execution=execution)
-    await helpers.create(
+    await planting.plant_refused_worker(api, cluster, namespace=namespace, slug=SLUG, execution=execution)
+    await watching.create(
         api,
         builders.execution(
             name=execution, namespace=namespace, swarm=SLUG, project="outside-the-registration", ttl=ttl
@@ -101,18 +102,18 @@ async def test_a_done_execution_expires_and_its_records_still_answer(
     redis_url: str,
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
     await _refused_at_launch(admin_api, control_plane, namespace=namespace, execution="short-lived", ttl=2)
 
     status = await _done(admin_api, namespace, "short-lived", process)
     assert status["hand"] == {"handed": False, "reason": "project_unpermitted", "removed": True}
     assert status["finishedAt"].endswith("Z")
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _gone(admin_api, namespace, "short-lived"),
         what="the expired Execution to be deleted",
         operator=process,
     )
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _logged(process, "expired (ttlSecondsAfterFinished), deleted"),
         what="the expiry in the log",
         operator=process,
@@ -148,14 +149,14 @@ async def test_the_default_ttl_applies_unless_the_spec_sets_one(
         namespace=namespace,
         env={"AGENTIHOOKS_SWARM_TTL_SECONDS_AFTER_FINISHED": "1"},
     )
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
     for name, ttl in (("by-default", None), ("kept-long", 3600)):
-        await helpers.create(
+        await watching.create(
             admin_api,
             builders.execution(name=name, namespace=namespace, swarm=SLUG, project="elsewhere", ttl=ttl),
         )
     await _done(admin_api, namespace, "kept-long", process)
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _gone(admin_api, namespace, "by-default"),
         what="the default TTL to expire it",
         operator=process,
@@ -171,19 +172,19 @@ async def test_without_a_ttl_done_executions_stay_and_deleting_one_is_not_blocke
     operator: OperatorFactory,
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
-    await helpers.create(
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await watching.create(
         admin_api, builders.execution(name="forever", namespace=namespace, swarm=SLUG, project="elsewhere")
     )
     await _done(admin_api, namespace, "forever", process)
     await asyncio.sleep(2)
-    body = await helpers.execution(admin_api, namespace=namespace, name="forever")
+    body = await watching.execution(admin_api, namespace=namespace, name="forever")
     assert not body["metadata"].get("finalizers")  # The operator's went when its cleanup was done.
 
     await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
         "swarm.agentihooks.io", "v1alpha1", namespace, "executions", "forever"
     )
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _gone(admin_api, namespace, "forever"),
         what="the deleted Done Execution to go",
         operator=process,
@@ -201,8 +202,8 @@ async def test_a_done_execution_of_an_earlier_version_goes_without_its_kopf_fina
     kopf_finalizer = "kopf.zalando.org/KopfFinalizerMarker"
     manifest = builders.execution(name="older", namespace=namespace, swarm=SLUG, project="elsewhere")
     manifest["metadata"]["finalizers"] = [kopf_finalizer]
-    await helpers.create(admin_api, manifest)
-    await helpers.merge_patch(
+    await watching.create(admin_api, manifest)
+    await watching.merge_patch(
         admin_api,
         namespace=namespace,
         plural="executions",
@@ -221,8 +222,8 @@ async def test_a_done_execution_of_an_earlier_version_goes_without_its_kopf_fina
     await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
         "swarm.agentihooks.io", "v1alpha1", namespace, "executions", "older"
     )
-    await helpers.eventually(lambda: _gone(admin_api, namespace, "older"), what="it to go", operator=process)
-    await helpers.eventually(
+    await watching.eventually(lambda: _gone(admin_api, namespace, "older"), what="it to go", operator=process)
+    await watching.eventually(
         lambda: _logged(process, f"finalizers {kopf_finalizer} removed"), what="the release", operator=process
     )
 
@@ -236,8 +237,8 @@ async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
     operator: OperatorFactory,
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
-    await helpers.create(
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await watching.create(
         admin_api,
         builders.execution(name="outlived", namespace=namespace, swarm=SLUG, project="elsewhere", ttl=4),
     )
@@ -247,10 +248,10 @@ async def test_a_restarted_operator_expires_what_finished_while_it_was_away(
     assert await _exists(admin_api, namespace, "outlived")  # Nobody expired it while stopped.
 
     process.start()
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _gone(admin_api, namespace, "outlived"), what="the restart to expire it", operator=process
     )
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _logged(process, "1 Done executions listed, 1 of them expire;"),
         what="the restart's list of Done executions",
         operator=process,

@@ -24,7 +24,6 @@ import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
-from tests.e2e import helpers
 from tests.e2e.test_cleanup_flow import status_of, wait_done
 from tests.e2e.test_lifecycle import (
     PREFIX,
@@ -37,7 +36,7 @@ from tests.e2e.test_lifecycle import (
     plant_marker,
     worker_pods,
 )
-from tests.support import builders, pods
+from tests.support import builders, planting, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
@@ -97,7 +96,7 @@ async def records_of(url: str, execution: str) -> dict[str, Any]:
         found = {name: await connection.hget(store_.key(PREFIX, SLUG, name), execution) for name in HASHES}
     finally:
         await connection.aclose()
-    return {name: helpers.loads(raw) for name, raw in found.items() if raw is not None}
+    return {name: watching.loads(raw) for name, raw in found.items() if raw is not None}
 
 
 async def not_done_while_it_runs(
@@ -120,7 +119,7 @@ async def not_done_while_it_runs(
                 f"{name} went Done while its worker {pod} was still running (never failed, never "
                 f"captured): status {status}; its records in Redis now: {held}"
             )
-        assert await helpers.pod_exists(api, namespace=namespace, name=pod), f"{pod} went while running"
+        assert await watching.pod_exists(api, namespace=namespace, name=pod), f"{pod} went while running"
         assert process.running, f"the operator died:\n{process.tail()}"
         await asyncio.sleep(0.1)
 
@@ -140,14 +139,14 @@ async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_wor
         env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
     )
     running = pods.protocol_annotations(phase="Running")
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
 
     # The first life: its worker refused at startup (adopted Failed), its hand refused, its Pod
     # captured at launch and removed; Done, with its records retained.
-    old_pod = await helpers.plant_refused_worker(
+    old_pod = await planting.plant_refused_worker(
         admin_api, control_plane, namespace=namespace, slug=SLUG, execution=name
     )
-    await helpers.create(
+    await watching.create(
         admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
     )
     first = await wait_done(admin_api, namespace, name, process)
@@ -155,7 +154,7 @@ async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_wor
     old = await records_of(redis_url, name)
     old_uid = old[store_.STARTUP_DIAGNOSTICS]["uid"]
     assert old[store_.STARTUP_DIAGNOSTICS]["startup"]["containers"][0]["log"].endswith(
-        helpers.PLANTED.decode()
+        planting.PLANTED.decode()
     )
     assert store_.RETAINED in old, old
 
@@ -165,24 +164,24 @@ async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_wor
     async def gone() -> bool:
         return name not in await executions_left(admin_api, namespace)
 
-    await helpers.eventually(gone, what="the first Execution gone", operator=process, timeout=60)
+    await watching.eventually(gone, what="the first Execution gone", operator=process, timeout=60)
     freed = forget(redis_url, name, kubeconfig=control_plane.kubeconfig)
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
     assert await records_of(redis_url, name) == {}
 
     pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     assert pod == old_pod  # The same name, generation 1: the same Pod name, another Pod.
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def handed() -> bool:
         return bool(((await status_of(admin_api, namespace, name)).get("hand") or {}).get("handed"))
 
-    await helpers.eventually(handed, what="the new worker handed", operator=process, timeout=60)
+    await watching.eventually(handed, what="the new worker handed", operator=process, timeout=60)
     await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
     read: Any = await client.CoreV1Api(admin_api).read_namespaced_pod(pod, namespace)
     new_uid = read.metadata.uid
     assert new_uid != old_uid
-    second_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    second_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
 
     # Redis restarts (a real stop and start, its data kept) while the new worker runs.
     before = await replication_id(redis_url)
@@ -203,7 +202,7 @@ async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_wor
     async def removed() -> bool:
         return await worker_pods(admin_api, namespace) == []
 
-    await helpers.eventually(removed, what="the new worker removed", operator=process, timeout=60)
+    await watching.eventually(removed, what="the new worker removed", operator=process, timeout=60)
     held = await records_of(redis_url, name)
     retained: Any = held.get(store_.RETAINED)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)

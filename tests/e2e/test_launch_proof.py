@@ -12,13 +12,12 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
-from tests.support import builders
+from tests.support import builders, planting, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.redis_server import free_port
 
-PLANTED = helpers.PLANTED
+PLANTED = planting.PLANTED
 
 #: The spec's first read command, with this package's module path.
 READ_STARTUP = """
@@ -37,7 +36,7 @@ async def test_refused_worker_evidence_outlives_the_pod(
     redis_url: str,
 ) -> None:
     slug, execution = "proof", "refused-1"
-    pod_name = await helpers.plant_refused_worker(
+    pod_name = await planting.plant_refused_worker(
         admin_api, control_plane, namespace=namespace, slug=slug, execution=execution
     )
 
@@ -47,8 +46,8 @@ async def test_refused_worker_evidence_outlives_the_pod(
         namespace=namespace,
         env={"AGENTIHOOKS_SWARM_METRICS_PORT": str(metrics_port)},
     )
-    await helpers.create(admin_api, builders.swarm(name=slug, namespace=namespace, projects=["registered"]))
-    await helpers.create(
+    await watching.create(admin_api, builders.swarm(name=slug, namespace=namespace, projects=["registered"]))
+    await watching.create(
         admin_api,
         builders.execution(
             name=execution, namespace=namespace, swarm=slug, project="outside-the-registration"
@@ -56,13 +55,15 @@ async def test_refused_worker_evidence_outlives_the_pod(
     )
 
     async def refused() -> dict[str, object] | None:
-        status = (await helpers.execution(admin_api, namespace=namespace, name=execution)).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name=execution)).get(
+            "status"
+        ) or {}
         return status if status.get("hand") else None
 
-    status = await helpers.eventually(refused, what="the hand result", operator=process)
+    status = await watching.eventually(refused, what="the hand result", operator=process)
     assert status["hand"] == {"handed": False, "reason": "project_unpermitted", "removed": True}
     assert status["phase"] in ("Refused", "Done")
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _absent(admin_api, namespace, pod_name), what="the refused pod to be gone", operator=process
     )
 
@@ -102,13 +103,15 @@ async def test_refused_worker_evidence_outlives_the_pod(
     assert startup["class"] == "exit_code"  # Additive (issue 12), next to the spec's fields.
 
     async def done() -> dict[str, object] | None:
-        status = (await helpers.execution(admin_api, namespace=namespace, name=execution)).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name=execution)).get(
+            "status"
+        ) or {}
         return status if status.get("phase") == "Done" else None
 
-    finished = await helpers.eventually(done, what="the refused attempt Done", operator=process)
+    finished = await watching.eventually(done, what="the refused attempt Done", operator=process)
     assert finished["failureClass"] == "exit_code"  # From launch removal's record.
 
-    seen = await helpers.eventually(
+    seen = await watching.eventually(
         lambda: _reasons(admin_api, namespace, execution, "StartupRefused"), what="a StartupRefused event"
     )
     assert any(
@@ -140,18 +143,18 @@ async def test_invalid_executions_get_a_condition_not_a_crash_loop(
     # the operator's own check (InvalidSpec) stays for objects admitted before the CRD said so.
     long_name = "a" * 41
     with pytest.raises(client.ApiException) as refused:
-        await helpers.create(admin_api, builders.execution(name=long_name, namespace=namespace, swarm="x"))
+        await watching.create(admin_api, builders.execution(name=long_name, namespace=namespace, swarm="x"))
     assert refused.value.status == 422
     assert "metadata.name" in str(refused.value.body) and "40" in str(refused.value.body)
-    await helpers.create(
+    await watching.create(
         admin_api, builders.execution(name="orphan", namespace=namespace, swarm="no-such-swarm")
     )
 
     async def condition(name: str, type_: str) -> dict[str, str] | None:
-        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
         return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
 
-    missing = await helpers.eventually(
+    missing = await watching.eventually(
         lambda: condition("orphan", "SwarmFound"), what="SwarmFound", operator=process
     )
     assert (missing["status"], missing["reason"]) == ("False", "SwarmNotFound")
@@ -160,11 +163,11 @@ async def test_invalid_executions_get_a_condition_not_a_crash_loop(
 
 
 async def _absent(api: client.ApiClient, namespace: str, name: str) -> bool:
-    return not await helpers.pod_exists(api, namespace=namespace, name=name)
+    return not await watching.pod_exists(api, namespace=namespace, name=name)
 
 
 async def _reasons(api: client.ApiClient, namespace: str, name: str, reason: str) -> list[str] | None:
-    found = [m for _, r, m in await helpers.events_for(api, namespace=namespace, name=name) if r == reason]
+    found = [m for _, r, m in await watching.events_for(api, namespace=namespace, name=name) if r == reason]
     return found or None
 
 

@@ -22,8 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.proxy import FaultProxy
@@ -120,20 +119,20 @@ async def test_an_execution_deleted_while_its_pod_is_captured_keeps_one_capture_
     # timeout): the step that captures it is in the middle of it while the Execution is deleted.
     threaded_fault_proxy.delay(seconds=2.5, method="GET", path=log_path, times=1)
     process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def reading() -> bool:
         return threaded_fault_proxy.count(method="GET", path=log_path) >= 1
 
-    await helpers.eventually(reading, what="the capture's log read", operator=process, timeout=60)
+    await watching.eventually(reading, what="the capture's log read", operator=process, timeout=60)
     await delete_execution(admin_api, namespace, name)
 
     async def gone() -> bool:
         return name not in await executions_left(admin_api, namespace)
 
-    await helpers.eventually(gone, what=f"{name} to be gone", operator=process, timeout=60)
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await watching.eventually(gone, what=f"{name} to be gone", operator=process, timeout=60)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     deletes = threaded_fault_proxy.count(method="DELETE", path=rf"/api/v1/namespaces/{namespace}/pods/{pod}")
     assert deletes == 1
@@ -170,7 +169,7 @@ async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_c
         namespace=namespace,
         env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
     )
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
     raced: set[str] = set()  # Deleted the moment its worker was seen Failed: the race with cleanup.
     deleted: set[str] = set()
 
@@ -202,13 +201,13 @@ async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_c
     cancelling = asyncio.create_task(cancel_on_failure())
     await asyncio.sleep(1)  # The CI's watch is open before its runs start.
     for n in names:
-        await helpers.create(admin_api, builders.execution(name=n, namespace=namespace, swarm=SLUG))
+        await watching.create(admin_api, builders.execution(name=n, namespace=namespace, swarm=SLUG))
 
     async def all_gone() -> bool:
         left = await executions_left(admin_api, namespace)
         for execution in left:  # Those whose worker the operator cleaned up first are Done: go too.
             try:
-                found = await helpers.execution(admin_api, namespace=namespace, name=execution)
+                found = await watching.execution(admin_api, namespace=namespace, name=execution)
                 if (found.get("status") or {}).get("phase") == "Done" and execution not in deleted:
                     deleted.add(execution)
                     await delete_execution(admin_api, namespace, execution)
@@ -218,7 +217,7 @@ async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_c
         return not left
 
     try:
-        await helpers.eventually(all_gone, what="every Execution gone", operator=process, timeout=240)
+        await watching.eventually(all_gone, what="every Execution gone", operator=process, timeout=240)
     finally:
         cancelling.cancel()
         [ended] = await asyncio.gather(cancelling, return_exceptions=True)
@@ -226,7 +225,7 @@ async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_c
     assert deleted == set(names)
     assert len(raced) >= 50, f"only {len(raced)} deletions raced: not {sorted(set(names) - raced)}"
     for n in names:
-        retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=n)
+        retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=n)
         assert_one_capture_of_its_own(retained, execution=n, exit_code=3)
     assert await journal_entries(redis_url) == {}
     assert await worker_pods(admin_api, namespace) == []
@@ -262,27 +261,27 @@ async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgot
     await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
     project = "allowed" if outcome == "failed" else "outside"
     manifest = builders.execution(name=name, namespace=namespace, swarm=SLUG, project=project)
 
     async def phase_of(wanted: str) -> dict[str, Any] | None:
-        found = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        found = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
         return found if found.get("phase") == wanted else None
 
-    await helpers.create(admin_api, manifest)
-    first = await helpers.eventually(lambda: phase_of("Done"), what="the first to be Done", operator=process)
-    first_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
-    kept = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await watching.create(admin_api, manifest)
+    first = await watching.eventually(lambda: phase_of("Done"), what="the first to be Done", operator=process)
+    first_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    kept = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     await delete_execution(admin_api, namespace, name)
 
     async def gone() -> bool:
         return name not in await executions_left(admin_api, namespace)
 
-    await helpers.eventually(gone, what="the first to be gone", operator=process)
+    await watching.eventually(gone, what="the first to be gone", operator=process)
     # The same manifest again (GitOps, a retried pipeline).
-    await helpers.create(admin_api, manifest)
-    refused = await helpers.eventually(
+    await watching.create(admin_api, manifest)
+    refused = await watching.eventually(
         lambda: phase_of("Invalid"), what="the second refused", operator=process
     )
     [invalid] = [c for c in refused["conditions"] if c["type"] == "Invalid"]
@@ -291,26 +290,26 @@ async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgot
     assert await worker_pods(admin_api, namespace) == []  # Never launched: no Pod to leak.
     await asyncio.sleep(3)  # A few resyncs later: still nothing launched, nothing changed.
     assert await worker_pods(admin_api, namespace) == []
-    assert await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name) == kept
-    await helpers.events_once(
+    assert await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name) == kept
+    await watching.events_once(
         admin_api, namespace=namespace, name=name, reasons={"NameInUse"}, operator=process
     )
     # Freed, and asked to launch again: it runs its own attempt, with its own records.
     freed = forget(redis_url, name, kubeconfig=control_plane.kubeconfig)
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
-    await helpers.merge_patch(
+    await watching.merge_patch(
         admin_api,
         namespace=namespace,
         plural="executions",
         name=name,
         body={"metadata": {"annotations": {"relaunch.swarm.agentihooks.io/swarm": "after-forget"}}},
     )
-    second = await helpers.eventually(
+    second = await watching.eventually(
         lambda: phase_of("Done"), what="the second to be Done", operator=process
     )
     assert second["outcome"] == first["outcome"]
-    owner = await helpers.stored(redis_url, slug=SLUG, name="execution-owners", execution=name)
-    second_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    owner = await watching.stored(redis_url, slug=SLUG, name="execution-owners", execution=name)
+    second_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
     assert owner["uid"] == second_uid != first_uid
     assert await worker_pods(admin_api, namespace) == []
     assert json.dumps(await journal_entries(redis_url)) == "{}"
@@ -329,15 +328,15 @@ async def test_kopf_run_hosts_the_same_operator(
     await plant_marker(control_plane, namespace=namespace, execution=name)
     behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, via_kopf=True)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def done() -> bool:
-        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
         return status.get("phase") == "Done"
 
-    await helpers.eventually(done, what=f"{name} Done under kopf run", operator=process, timeout=60)
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await watching.eventually(done, what=f"{name} Done under kopf run", operator=process, timeout=60)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     process.stop()
     assert "agentihooks-swarm stopping" in process.log()
@@ -361,23 +360,23 @@ async def test_an_execution_deleted_before_its_hand_was_written_still_has_its_wo
     status_path = rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions/{name}/status"
     threaded_fault_proxy.fail(status=500, method="PATCH", path=status_path, times=None)
     process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def launched() -> bool:
-        return await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
+        return await watching.pod_exists(admin_api, namespace=namespace, name=pod)
 
-    await helpers.eventually(launched, what="the worker launched", operator=process)
-    assert not ((await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {})
+    await watching.eventually(launched, what="the worker launched", operator=process)
+    assert not ((await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {})
     await delete_execution(admin_api, namespace, name)
     threaded_fault_proxy.clear_rules()
 
     async def gone() -> bool:
         return name not in await executions_left(admin_api, namespace)
 
-    await helpers.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
+    await watching.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
     assert await worker_pods(admin_api, namespace) == []
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert retained is not None and retained["final"]["state"] == "cancelled"
     [entry] = retained["removed"]["pods"]
     assert entry["name"] == pod and entry["outcome"] in ("deleted", "absent_after_send")
@@ -400,16 +399,16 @@ async def test_an_execution_that_vanished_while_no_operator_watched_still_has_it
     pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     behaviour = pods.protocol_annotations(phase="Running")
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def handed() -> bool:
-        found = await helpers.execution(admin_api, namespace=namespace, name=name)
+        found = await watching.execution(admin_api, namespace=namespace, name=name)
         return ((found.get("status") or {}).get("hand") or {}).get("handed") is True
 
-    await helpers.eventually(handed, what=f"{name} handed", operator=process, timeout=60)
+    await watching.eventually(handed, what=f"{name} handed", operator=process, timeout=60)
     process.stop()
-    await helpers.merge_patch(
+    await watching.merge_patch(
         admin_api,
         namespace=namespace,
         plural="executions",
@@ -425,10 +424,10 @@ async def test_an_execution_that_vanished_while_no_operator_watched_still_has_it
     async def cleaned_up() -> bool:
         return await worker_pods(admin_api, namespace) == []
 
-    await helpers.eventually(
+    await watching.eventually(
         cleaned_up, what="the orphaned worker cleaned up", operator=successor, timeout=90
     )
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     assert retained["final"]["state"] == "cancelled"
     assert await journal_entries(redis_url) == {}
@@ -455,14 +454,14 @@ async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_de
     pod = await plant_marker(control_plane, namespace=namespace, execution=name)
     process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
     running = pods.protocol_annotations(phase="Running")
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def handed() -> bool:
-        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
         return bool((status.get("hand") or {}).get("handed"))
 
-    await helpers.eventually(handed, what="the hand", operator=process)
+    await watching.eventually(handed, what="the hand", operator=process)
     await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
     # Cleanup's list of the attempt's Pods is answered 2 s after the API server made it (within the
     # operator's 3 s API timeout); the worker fails in between.
@@ -475,15 +474,15 @@ async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_de
     async def listing() -> bool:
         return threaded_fault_proxy.count(method="GET", path=pods_path, query="labelSelector=") >= 1
 
-    await helpers.eventually(listing, what="cleanup's list of the Pods", operator=process, timeout=30)
+    await watching.eventually(listing, what="cleanup's list of the Pods", operator=process, timeout=30)
     await asyncio.sleep(0.5)  # The list has been answered (loopback): what it says is Running.
     await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
 
     async def gone() -> bool:
         return name not in await executions_left(admin_api, namespace)
 
-    await helpers.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await watching.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert retained is not None and retained["final"]["state"] == "cancelled"
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     assert await worker_pods(admin_api, namespace) == []
@@ -518,23 +517,23 @@ async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judg
     threaded_fault_proxy.delay(seconds=0.0, method="GET", path=pod_path, times=1)
     threaded_fault_proxy.delay(seconds=2.0, method="GET", path=pod_path, times=1, after_forward=True)
     process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
-    await helpers.create(
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await watching.create(
         admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
     )
 
     async def removal_read() -> bool:
         return threaded_fault_proxy.count(method="GET", path=pod_path) >= 2
 
-    await helpers.eventually(removal_read, what="launch removal's read", operator=process, timeout=60)
+    await watching.eventually(removal_read, what="launch removal's read", operator=process, timeout=60)
     await asyncio.sleep(0.5)  # The read has been answered (loopback): what it says is Running.
     await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=137, reason="OOMKilled")
 
     async def removed() -> bool:
         return await worker_pods(admin_api, namespace) == []
 
-    await helpers.eventually(removed, what="the worker removed", operator=process, timeout=60)
-    record = await helpers.stored(redis_url, slug=SLUG, name="attempt-startup-diagnostics", execution=name)
+    await watching.eventually(removed, what="the worker removed", operator=process, timeout=60)
+    record = await watching.stored(redis_url, slug=SLUG, name="attempt-startup-diagnostics", execution=name)
     assert record is not None, "launch removal deleted the failed Pod without storing its capture"
     assert record["pod"] == pod
     [container] = record["startup"]["containers"]
@@ -563,24 +562,24 @@ async def test_a_launch_whose_status_was_not_written_goes_on_from_its_recorded_h
     # removed and retained in the launch's step).
     threaded_fault_proxy.fail(status=504, method="PATCH", path=status_path, times=None)
     process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(
         admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
     )
 
     async def retained() -> Any:
-        return await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+        return await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
 
-    await helpers.eventually(retained, what="the attempt retained", operator=process, timeout=60)
+    await watching.eventually(retained, what="the attempt retained", operator=process, timeout=60)
     created = rf"/api/v1/namespaces/{namespace}/pods"
     await asyncio.sleep(3)  # Steps that follow, with their status patches still failing.
     threaded_fault_proxy.clear_rules()
 
     async def done() -> dict[str, Any] | None:
-        status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
         return status if status.get("phase") == "Done" else None
 
-    status = await helpers.eventually(done, what=f"{name} Done", operator=process, timeout=60)
+    status = await watching.eventually(done, what=f"{name} Done", operator=process, timeout=60)
     assert status["outcome"] == "refused" and status["hand"]["handed"] is False
     assert threaded_fault_proxy.count(method="POST", path=created) == 1  # One worker, never a second.
     assert await worker_pods(admin_api, namespace) == []

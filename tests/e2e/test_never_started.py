@@ -14,8 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
-from tests.support import builders, scenarios
+from tests.support import builders, scenarios, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -58,8 +57,8 @@ async def play(
         annotations=kubelet.annotations(scenario),
         startup_deadline_seconds=scenario.startup_deadline_seconds,
     )
-    await helpers.create(admin_api, swarm)
-    await helpers.create(admin_api, builders.execution(name=scenario.name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, swarm)
+    await watching.create(admin_api, builders.execution(name=scenario.name, namespace=namespace, swarm=SLUG))
     name = labels.worker_pod_name(execution=scenario.name, generation=1)
     core = client.CoreV1Api(admin_api)
 
@@ -73,21 +72,21 @@ async def play(
         result: dict[str, Any] = admin_api.sanitize_for_serialization(found)
         return result
 
-    pod = await helpers.eventually(created, what=f"pod {name}", operator=process)
+    pod = await watching.eventually(created, what=f"pod {name}", operator=process)
     await kubelet.report(admin_api, pod=pod, scenario=scenario)
 
     async def done() -> dict[str, Any] | None:
         found: dict[str, Any] = (
-            await helpers.execution(admin_api, namespace=namespace, name=scenario.name)
+            await watching.execution(admin_api, namespace=namespace, name=scenario.name)
         ).get("status") or {}
         return found if found.get("phase") == "Done" else None
 
-    status = await helpers.eventually(done, what=f"{scenario.name} Done", operator=process, timeout=90)
-    assert not await helpers.pod_exists(admin_api, namespace=namespace, name=name)
+    status = await watching.eventually(done, what=f"{scenario.name} Done", operator=process, timeout=90)
+    assert not await watching.pod_exists(admin_api, namespace=namespace, name=name)
     assert status["outcome"] == "failed"
     assert status["failureClass"] == scenario.failure_class
 
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=scenario.name)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=scenario.name)
     [entry] = retained["removed"]["pods"]
     assert (entry["name"], entry["uid"], entry["outcome"]) == (name, pod["metadata"]["uid"], "deleted")
     if scenario.captured:
@@ -135,7 +134,7 @@ async def play(
     expected = {"CleanupFinished", "StartupDeadlineExceeded" if scenario.captured else "Unschedulable"}
     if scenario.captured and scenario.startup_deadline_seconds is None:
         expected.discard("StartupDeadlineExceeded")
-    found = await helpers.events_once(
+    found = await watching.events_once(
         admin_api, namespace=namespace, name=scenario.name, reasons=expected, operator=process
     )
     reasons = {r: m for _, r, m in found}

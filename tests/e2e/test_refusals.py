@@ -14,8 +14,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -54,13 +53,13 @@ async def plant(
 async def launch(api: client.ApiClient, *, namespace: str, names: list[str]) -> None:
     """Executions for a project outside the registration: the hand is refused, the Pod captured."""
     for name in names:
-        await helpers.create(
+        await watching.create(
             api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
         )
 
 
 async def phase(api: client.ApiClient, namespace: str, name: str) -> str | None:
-    status = (await helpers.execution(api, namespace=namespace, name=name)).get("status") or {}
+    status = (await watching.execution(api, namespace=namespace, name=name)).get("status") or {}
     found = status.get("phase")
     return str(found) if found else None
 
@@ -96,20 +95,20 @@ async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_t
     await plant(admin_api, control_plane, namespace=namespace, names=config, log=CONFIG_MISSING, code=78)
     await plant(admin_api, control_plane, namespace=namespace, names=registry, log=REGISTRY_DOWN, code=3)
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
     await launch(admin_api, namespace=namespace, names=[*config, *registry])
 
     async def all_done() -> bool:
         phases = await asyncio.gather(*(phase(admin_api, namespace, n) for n in [*config, *registry]))
         return all(p == "Done" for p in phases)
 
-    await helpers.eventually(all_done, what="every Execution Done", operator=process, timeout=120)
+    await watching.eventually(all_done, what="every Execution Done", operator=process, timeout=120)
 
     async def counted() -> dict[str, Any] | None:
         refusals = (await swarm_status(admin_api, namespace)).get("refusals") or {}
         return refusals if refusals.get("lastHour") == 35 else None
 
-    refusals = await helpers.eventually(counted, what="status.refusals", operator=process)
+    refusals = await watching.eventually(counted, what="status.refusals", operator=process)
     [first, second] = refusals["top"]
     assert (first["count"], first["class"]) == (30, "exit_code")
     assert first["text"] == "<time> worker startup refused: /etc/agentihooks/grant/config.json missing"
@@ -120,7 +119,7 @@ async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_t
     )
     assert first["fingerprint"] != second["fingerprint"]
     for name in (config[0], registry[0]):  # Each capture carries its fingerprint.
-        record = await helpers.stored(
+        record = await watching.stored(
             redis_url, slug=SLUG, name="attempt-startup-diagnostics", execution=name
         )
         expected = first if name in config else second
@@ -144,7 +143,7 @@ async def test_the_budget_trips_at_its_count_holds_new_executions_and_a_new_temp
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     swarm = builders.swarm(name=SLUG, namespace=namespace, projects=["registered"])
     swarm["spec"]["refusalBudget"] = {"maxRefusals": 3, "windowSeconds": 600, "sameFingerprint": True}
-    await helpers.create(admin_api, swarm)
+    await watching.create(admin_api, swarm)
     await launch(admin_api, namespace=namespace, names=first)
 
     async def degraded() -> dict[str, Any] | None:
@@ -152,10 +151,10 @@ async def test_the_budget_trips_at_its_count_holds_new_executions_and_a_new_temp
         found = next((c for c in conditions if c["type"] == "Degraded"), None)
         return found if found is not None and found["status"] == "True" else None
 
-    condition = await helpers.eventually(degraded, what="the Swarm Degraded", operator=process, timeout=60)
+    condition = await watching.eventually(degraded, what="the Swarm Degraded", operator=process, timeout=60)
     assert condition["reason"] == "RefusalBudgetExceeded"
     assert "3 refused worker Pods" in condition["message"] and "config.json missing" in condition["message"]
-    await helpers.events_once(
+    await watching.events_once(
         admin_api, namespace=namespace, name=SLUG, reasons={"RefusalBudgetExceeded"}, operator=process
     )
 
@@ -163,20 +162,20 @@ async def test_the_budget_trips_at_its_count_holds_new_executions_and_a_new_temp
     await launch(admin_api, namespace=namespace, names=["after"])
 
     async def blocked() -> dict[str, Any] | None:
-        status = (await helpers.execution(admin_api, namespace=namespace, name="after")).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name="after")).get("status") or {}
         return status if status.get("phase") == "Blocked" else None
 
-    status = await helpers.eventually(blocked, what="the new Execution Blocked", operator=process)
+    status = await watching.eventually(blocked, what="the new Execution Blocked", operator=process)
     [launched] = [c for c in status["conditions"] if c["type"] == "Launched"]
     assert launched["reason"] == "RefusalBudgetExceeded" and "config.json missing" in launched["message"]
     await asyncio.sleep(3)  # A few resyncs: still held back.
     assert await phase(admin_api, namespace, "after") == "Blocked"
-    assert not await helpers.pod_exists(
+    assert not await watching.pod_exists(
         admin_api, namespace=namespace, name=labels.worker_pod_name(execution="after", generation=1)
     )
 
     # A new worker template releases it.
-    await helpers.merge_patch(
+    await watching.merge_patch(
         admin_api,
         namespace=namespace,
         plural="swarms",
@@ -188,10 +187,10 @@ async def test_the_budget_trips_at_its_count_holds_new_executions_and_a_new_temp
         found = await phase(admin_api, namespace, "after")
         return found if found in ("Refused", "Done") else None
 
-    await helpers.eventually(released, what="the Execution launched", operator=process, timeout=60)
+    await watching.eventually(released, what="the Execution launched", operator=process, timeout=60)
 
     async def recovered() -> bool:
         conditions = (await swarm_status(admin_api, namespace)).get("conditions") or []
         return any(c["type"] == "Degraded" and c["status"] == "False" for c in conditions)
 
-    await helpers.eventually(recovered, what="the Swarm no longer Degraded", operator=process)
+    await watching.eventually(recovered, what="the Swarm no longer Degraded", operator=process)

@@ -10,8 +10,8 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.storage import keys
-from tests.e2e import helpers
 from tests.e2e.test_cleanup_flow import PREFIX, SLUG, key, start_failing_worker, wait_done
+from tests.support import watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -52,7 +52,7 @@ async def test_the_leader_sweeps_a_finished_execution_after_the_retention(
         async def swept() -> bool:
             return not await held()
 
-        await helpers.eventually(swept, what="the sweep", operator=process, timeout=RETENTION + 30)
+        await watching.eventually(swept, what="the sweep", operator=process, timeout=RETENTION + 30)
         assert time.time() - written >= RETENTION, "swept before the retention ran out"
         assert await connection.zcard(key(store_.RETENTION_INDEX)) == 0
     finally:

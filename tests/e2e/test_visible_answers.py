@@ -16,8 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
-from tests.support import builders
+from tests.support import builders, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -25,22 +24,22 @@ GROUP, VERSION = "swarm.agentihooks.io", "v1alpha1"
 
 
 async def _condition(api: client.ApiClient, namespace: str, name: str, type_: str) -> dict[str, Any] | None:
-    status = (await helpers.execution(api, namespace=namespace, name=name)).get("status") or {}
+    status = (await watching.execution(api, namespace=namespace, name=name)).get("status") or {}
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
 
 
 async def _refused(api: client.ApiClient, body: dict[str, Any]) -> tuple[int, str]:
     """The API server's refusal of ``body``: its status and its message."""
     with pytest.raises(client.ApiException) as refused:
-        await helpers.create(api, body)
+        await watching.create(api, body)
     return int(refused.value.status), str(refused.value.body)
 
 
 async def _quiet(api: client.ApiClient, *, namespace: str, name: str, seconds: float) -> bool:
     """Whether the Execution is left alone (no retry writes its progress or status) for ``seconds``."""
-    before = (await helpers.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
+    before = (await watching.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
     await asyncio.sleep(seconds)
-    after = (await helpers.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
+    after = (await watching.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
     return bool(before == after)
 
 
@@ -86,10 +85,10 @@ async def test_a_pod_the_api_server_refuses_is_a_visible_permanent_answer(
     swarm = builders.swarm(name="bad", namespace=namespace)
     # Valid for the CRD (securityContext is the Pod's own, passed through), refused by Pod validation.
     swarm["spec"]["worker"]["securityContext"] = {"runAsUser": -1}
-    await helpers.create(admin_api, swarm)
-    await helpers.create(admin_api, builders.execution(name="e1", namespace=namespace, swarm="bad"))
+    await watching.create(admin_api, swarm)
+    await watching.create(admin_api, builders.execution(name="e1", namespace=namespace, swarm="bad"))
 
-    invalid = await helpers.eventually(
+    invalid = await watching.eventually(
         lambda: _condition(admin_api, namespace, "e1", "Invalid"),
         what="the Invalid condition",
         operator=process,
@@ -98,14 +97,14 @@ async def test_a_pod_the_api_server_refuses_is_a_visible_permanent_answer(
     assert (invalid["status"], invalid["reason"]) == ("True", "PodRejected")
     assert f"Pod {namespace}/{pod}" in invalid["message"]
     assert "runAsUser" in invalid["message"]  # The API server's own words.
-    status = (await helpers.execution(admin_api, namespace=namespace, name="e1"))["status"]
+    status = (await watching.execution(admin_api, namespace=namespace, name="e1"))["status"]
     assert status["phase"] == "Invalid"
-    found = await helpers.events_once(
+    found = await watching.events_once(
         admin_api, namespace=namespace, name="e1", reasons={"PodRejected"}, operator=process
     )
     seen = [m for _, r, m in found if r == "PodRejected"]
     assert seen and "runAsUser" in seen[0]
-    assert not await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
+    assert not await watching.pod_exists(admin_api, namespace=namespace, name=pod)
     assert await _quiet(admin_api, namespace=namespace, name="e1", seconds=4), "the operator kept retrying"
 
     # Fixing the Swarm is the change that launches it again.
@@ -117,13 +116,13 @@ async def test_a_pod_the_api_server_refuses_is_a_visible_permanent_answer(
         content_type="application/merge-patch+json",
     )
     assert answered == 200
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _phase(admin_api, namespace, "e1", "Running"),
         what="the relaunch",
         operator=process,
         timeout=30,
     )
-    assert await helpers.pod_exists(admin_api, namespace=namespace, name=pod)
+    assert await watching.pod_exists(admin_api, namespace=namespace, name=pod)
     assert process.running
 
 
@@ -134,23 +133,23 @@ async def test_a_large_task_launches_and_no_copy_of_it_is_kept_on_the_execution(
     operator: OperatorFactory,
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name="big", namespace=namespace))
+    await watching.create(admin_api, builders.swarm(name="big", namespace=namespace))
     # Over the 256 KiB annotation limit, under the task bound: it launches, and stays quiet.
     task = {"goal": "x" * (300 * 1024)}
-    await helpers.create(
+    await watching.create(
         admin_api, builders.execution(name="big", namespace=namespace, swarm="big", task=task)
     )
-    handed = await helpers.eventually(
+    handed = await watching.eventually(
         lambda: _condition(admin_api, namespace, "big", "Handed"),
         what="the hand",
         operator=process,
         timeout=30,
     )
     assert handed["status"] == "True"
-    await helpers.eventually(
+    await watching.eventually(
         lambda: _condition(admin_api, namespace, "big", "Recorded"), what="the record", operator=process
     )
-    found = await helpers.execution(admin_api, namespace=namespace, name="big")
+    found = await watching.execution(admin_api, namespace=namespace, name="big")
     annotations = found["metadata"].get("annotations") or {}
     assert sum(len(k) + len(v) for k, v in annotations.items()) < 16 * 1024
     # No bookkeeping copies the spec: the status holds what the steps say, a few KiB at most.
@@ -165,22 +164,22 @@ async def test_a_task_too_large_for_its_grant_is_invalid_before_anything_is_crea
     operator: OperatorFactory,
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await helpers.create(admin_api, builders.swarm(name="big", namespace=namespace))
+    await watching.create(admin_api, builders.swarm(name="big", namespace=namespace))
     # The CRD cannot bound a field without a type (CEL does not see it): the operator measures it.
     task = {"goal": "x" * (1024 * 1024)}
-    await helpers.create(
+    await watching.create(
         admin_api, builders.execution(name="obj", namespace=namespace, swarm="big", task=task)
     )
-    invalid = await helpers.eventually(
+    invalid = await watching.eventually(
         lambda: _condition(admin_api, namespace, "obj", "Invalid"),
         what="the Invalid condition",
         operator=process,
     )
     assert (invalid["status"], invalid["reason"]) == ("True", "InvalidSpec")
     assert "spec.task" in invalid["message"]
-    status = (await helpers.execution(admin_api, namespace=namespace, name="obj"))["status"]
+    status = (await watching.execution(admin_api, namespace=namespace, name="obj"))["status"]
     assert status["phase"] == "Invalid"
-    assert not await helpers.pod_exists(
+    assert not await watching.pod_exists(
         admin_api, namespace=namespace, name=labels.worker_pod_name(execution="obj", generation=1)
     )
     assert await _quiet(admin_api, namespace=namespace, name="obj", seconds=3)
@@ -188,5 +187,5 @@ async def test_a_task_too_large_for_its_grant_is_invalid_before_anything_is_crea
 
 
 async def _phase(api: client.ApiClient, namespace: str, name: str, phase: str) -> bool:
-    status = (await helpers.execution(api, namespace=namespace, name=name)).get("status") or {}
+    status = (await watching.execution(api, namespace=namespace, name=name)).get("status") or {}
     return bool(status.get("phase") == phase)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from tests.e2e import helpers
 from tests.e2e.test_cleanup_flow import status_of, wait_done
 from tests.e2e.test_lifecycle import (
     SLUG,
@@ -21,7 +20,7 @@ from tests.e2e.test_lifecycle import (
     plant_marker,
     worker_pods,
 )
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.proxy import FaultProxy
@@ -43,11 +42,11 @@ async def test_a_worker_that_fails_is_captured_and_done_with_no_resync(
         namespace=namespace,
         env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "3600"},
     )
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     await wait_done(admin_api, namespace, name, process, timeout=90)
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     assert await worker_pods(admin_api, namespace) == []
 
@@ -71,8 +70,8 @@ async def test_a_running_worker_is_parked_and_its_end_wakes_it(
         namespace=namespace,
         env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
     )
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
     read = rf"/api/v1/namespaces/{namespace}/pods/{pod}"
 
     async def running_and_read() -> bool:
@@ -80,7 +79,7 @@ async def test_a_running_worker_is_parked_and_its_end_wakes_it(
             "phase"
         ) == "Running" and threaded_fault_proxy.count(method="GET", path=read) >= 1
 
-    await helpers.eventually(running_and_read, what=f"{name} Running", operator=process, timeout=60)
+    await watching.eventually(running_and_read, what=f"{name} Running", operator=process, timeout=60)
     await asyncio.sleep(1)  # The step that found it running has parked it.
     threaded_fault_proxy.reset_counts()
     await asyncio.sleep(6)
@@ -90,5 +89,5 @@ async def test_a_running_worker_is_parked_and_its_end_wakes_it(
     await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
 
     await wait_done(admin_api, namespace, name, process)
-    retained = await helpers.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)

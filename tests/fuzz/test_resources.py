@@ -30,9 +30,8 @@ from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, setti
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
 from tests.fuzz.tally import TALLY
-from tests.support import builders, schemas
+from tests.support import builders, schemas, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -192,7 +191,7 @@ async def _create(api: client.ApiClient, body: dict[str, Any]) -> str:
     """Create ``body``; return the API server's refusal message, or "" when it was admitted."""
     for attempt in range(CREATE_TRIES):
         try:
-            await helpers.create(api, body)
+            await watching.create(api, body)
             return ""
         except client.ApiException as e:
             if attempt and e.status == 409:  # An earlier try that timed out did create it.
@@ -232,7 +231,7 @@ async def _answer(api: client.ApiClient, namespace: str, case: Case, deadline: f
     name = case.execution["metadata"]["name"]
     while not case.answer and time.monotonic() < deadline:
         try:
-            found = await helpers.execution(api, namespace=namespace, name=name)
+            found = await watching.execution(api, namespace=namespace, name=name)
         except client.ApiException as e:
             ttl = case.execution["spec"].get("ttlSecondsAfterFinished")
             if e.status != 404 or ttl is None:
@@ -319,14 +318,14 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
             )
     for case in invalid:
         if case.answer == "Invalid/PodRejected":
-            found = await helpers.execution(admin_api, namespace=namespace, name=case.name)
+            found = await watching.execution(admin_api, namespace=namespace, name=case.name)
             message = next(c["message"] for c in found["status"]["conditions"] if c["type"] == "Invalid")
             TALLY.pods_refused[f"{case.planted}: {_why(message.partition(': ')[2])}"] += 1
     for case, still in zip(invalid, quiet, strict=True):
         pod = labels.worker_pod_name(execution=case.execution["metadata"]["name"], generation=1)
         TALLY.check(
             "no pod for an Invalid execution",
-            not await helpers.pod_exists(admin_api, namespace=namespace, name=pod),
+            not await watching.pod_exists(admin_api, namespace=namespace, name=pod),
             case=case.name,
         )
         TALLY.check("an Invalid execution is not retried", still, case=f"{case.name} ({case.answer})")
@@ -350,7 +349,7 @@ def _why(refused: str) -> str:
 
 async def _quiet(api: client.ApiClient, namespace: str, case: Case) -> bool:
     name = case.execution["metadata"]["name"]
-    before = (await helpers.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
+    before = (await watching.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
     await asyncio.sleep(QUIET)
-    after = (await helpers.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
+    after = (await watching.execution(api, namespace=namespace, name=name))["metadata"]["resourceVersion"]
     return bool(before == after)

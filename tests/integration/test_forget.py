@@ -14,8 +14,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import records, store as store_
 from agentihooks_swarm.storage import operations
-from tests.e2e import helpers
-from tests.support import builders
+from tests.support import builders, watching
 from tests.support.cluster import ControlPlane
 from tests.support.proxy import FaultProxy
 
@@ -83,8 +82,8 @@ async def test_forget_refuses_while_the_owning_execution_exists_and_frees_the_na
     redis_url: str,
 ) -> None:
     name = "held"
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-    first_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    first_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
     owner = await claimed(store, execution=name, uid=first_uid, namespace=namespace)
 
     refused = await forget(redis_url=redis_url, kubeconfig=control_plane.kubeconfig, execution=name)
@@ -98,8 +97,8 @@ async def test_forget_refuses_while_the_owning_execution_exists_and_frees_the_na
     # The owner deleted, the same manifest applied again (another UID, held back by NameInUse):
     # that one does not own the records, and forget is what frees the name for it.
     await delete_execution(admin_api, namespace=namespace, name=name)
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-    second_uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    second_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
     assert second_uid != first_uid
 
     freed = await forget(redis_url=redis_url, kubeconfig=control_plane.kubeconfig, execution=name)

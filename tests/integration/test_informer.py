@@ -16,8 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import informer, pods
-from tests.e2e import helpers
-from tests.support import builders
+from tests.support import builders, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.proxy import WATCH_QUERY, Cut, FaultProxy, Respond, WatchError
@@ -107,7 +106,7 @@ async def delete(api: client.ApiClient, namespace: str, name: str) -> None:
 
 
 async def change(api: client.ApiClient, namespace: str, name: str, project: str) -> None:
-    await helpers.merge_patch(
+    await watching.merge_patch(
         api, namespace=namespace, plural=PLURAL, name=name, body={"spec": {"project": project}}
     )
 

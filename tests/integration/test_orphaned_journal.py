@@ -13,8 +13,7 @@ from agentihooks_swarm import records, store as store_
 from agentihooks_swarm.controller import executions, orphans, worker_pods
 from agentihooks_swarm.lifecycle import cleanup, model, step as lifecycle
 from agentihooks_swarm.storage import operations
-from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 
@@ -51,8 +50,8 @@ async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and
 ) -> None:
     name = "left"
     await retained_earlier(store, execution="earlier")
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-    uid = (await helpers.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
     owner = records.Owner(uid=uid, namespace=namespace, at="2026-12-03T00:00:00Z")
     assert await store.claim(slug=SLUG, execution=name, owner=owner) == owner
     attempt = model.Attempt(namespace=namespace, slug=SLUG, execution=name, generation=1)

@@ -12,8 +12,7 @@ from agentihooks_swarm import records
 from agentihooks_swarm.controller import executions, orphans, worker_pods
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.storage import operations
-from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 
@@ -40,8 +39,8 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
     runtime_for: RuntimeFactory,
     store: operations.AsyncStore,
 ) -> None:
-    await helpers.create(admin_api, builders.execution(name="alive", namespace=namespace, swarm=SLUG))
-    alive = await helpers.execution(admin_api, namespace=namespace, name="alive")
+    await watching.create(admin_api, builders.execution(name="alive", namespace=namespace, swarm=SLUG))
+    alive = await watching.execution(admin_api, namespace=namespace, name="alive")
     claims = {"alive": alive["metadata"]["uid"], "gone": "uid-of-the-gone-one", "elsewhere": "uid-elsewhere"}
     for name, uid in claims.items():
         where = "another-namespace" if name == "elsewhere" else namespace

@@ -14,8 +14,7 @@ from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.kubernetes.labels import FINALIZER
 from agentihooks_swarm.lifecycle import model, step as lifecycle
 from agentihooks_swarm.storage import operations
-from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.redis_server import RedisServer
@@ -40,11 +39,11 @@ async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in
 ) -> None:
     name = "runs"
     runs = pods.protocol_annotations(phase="Running", run_for="10m")
-    await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=runs))
-    await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=runs))
+    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def tracked() -> model.Tracked:
-        found = executions.track(await helpers.execution(admin_api, namespace=namespace, name=name))
+        found = executions.track(await watching.execution(admin_api, namespace=namespace, name=name))
         assert found is not None
         return found
 
@@ -59,7 +58,7 @@ async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in
         await steps.step(await tracked())  # The launch: the worker is handed its grant.
         worker = labels.worker_pod_name(execution=name, generation=1)
         await pods.wait_for_phase(admin_api, namespace=namespace, name=worker, phase="Running")
-        launched = await helpers.execution(admin_api, namespace=namespace, name=name)
+        launched = await watching.execution(admin_api, namespace=namespace, name=name)
         assert launched["status"]["phase"] == "Running" and launched["status"]["hand"]["handed"] is True
 
         redis_server.stop()
@@ -67,10 +66,10 @@ async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in
             failed = await steps.step(await tracked())
         finally:
             redis_server.start()
-        during = await helpers.execution(admin_api, namespace=namespace, name=name)
+        during = await watching.execution(admin_api, namespace=namespace, name=name)
 
         again = await steps.step(await tracked())
-        after = await helpers.execution(admin_api, namespace=namespace, name=name)
+        after = await watching.execution(admin_api, namespace=namespace, name=name)
         registry = runtime.metrics.registry
         cleanup_failures = registry.get_sample_value(
             "agentihooks_swarm_cleanup_pass_failures_total", {"error": "StoreUnavailable"}
@@ -90,7 +89,7 @@ async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in
         "Synced",
     )
     assert "CleanedUp" not in conditions(after)
-    await helpers.merge_patch(
+    await watching.merge_patch(
         admin_api,
         namespace=namespace,
         plural="executions",

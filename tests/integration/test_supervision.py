@@ -15,8 +15,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_
 from agentihooks_swarm.kubernetes import labels, pods as pod_client
 from agentihooks_swarm.storage import operations
-from tests.e2e import helpers
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.proxy import FaultProxy, Respond
@@ -104,20 +103,22 @@ async def test_each_task_restarts_after_an_unexpected_error_and_cleanup_goes_on(
             cluster=control_plane, namespace=namespace, pod=pod, container="worker", content=PLANTED
         )
         behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
-        await helpers.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
+        await watching.create(
+            admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour)
+        )
         fault_proxy.add_rule(
             method="GET",
             path=f"/api/v1/namespaces/{namespace}/pods/{pod}",
             action=Respond(status=200, body=b"[]"),
             times=2,
         )
-        await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+        await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
         async def done() -> bool:
-            status = (await helpers.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
+            status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
             return status.get("phase") == "Done"
 
-        await helpers.eventually(done, what=f"{name} Done after the faults", timeout=60)
+        await watching.eventually(done, what=f"{name} Done after the faults", timeout=60)
         errors = app.metrics.registry.get_sample_value("agentihooks_swarm_steps_total", {"result": "error"})
         assert errors is not None and errors >= 1
         assert app.supervisor.healthy and all(app.supervisor.running().values())

@@ -14,10 +14,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
 from tests.realnode import images
 from tests.realnode.test_node import pod
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -26,7 +25,7 @@ SLUG = "real"
 
 
 async def record(redis_url: str, name: str, execution: str) -> Any:
-    return await helpers.stored(redis_url, slug=SLUG, name=name, execution=execution)
+    return await watching.stored(redis_url, slug=SLUG, name=name, execution=execution)
 
 
 async def refuse(
@@ -50,17 +49,17 @@ async def refuse(
     await client.CoreV1Api(api).create_namespaced_pod(namespace, manifest)
     await pods.wait_for_phase(api, namespace=namespace, name=name, phase=phase, timeout=60)
     process = operator(kubeconfig=cluster.kubeconfig, namespace=namespace)
-    await helpers.create(
+    await watching.create(
         api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"], image=images.BUSYBOX)
     )
-    await helpers.create(
+    await watching.create(
         api, builders.execution(name=execution, namespace=namespace, swarm=SLUG, project="outside")
     )
 
     async def gone() -> bool:
-        return not await helpers.pod_exists(api, namespace=namespace, name=name)
+        return not await watching.pod_exists(api, namespace=namespace, name=name)
 
-    await helpers.eventually(gone, what=f"{name} to be deleted", operator=process, timeout=60)
+    await watching.eventually(gone, what=f"{name} to be deleted", operator=process, timeout=60)
     stored = await record(process.redis_url, "attempt-startup-diagnostics", execution)
     assert stored is not None, process.tail()
     assert stored["pod"] == name
@@ -137,24 +136,24 @@ async def test_a_worker_failing_after_the_hand_goes_through_final_cleanup(
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     script = "echo 'worker: grant taken'; sleep 2; echo 'worker: the model refused the task' >&2; exit 78"
-    await helpers.create(
+    await watching.create(
         admin_api,
         builders.swarm(name=SLUG, namespace=namespace, image=images.BUSYBOX, command=["sh", "-c", script]),
     )
-    await helpers.create(admin_api, builders.execution(name="late", namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.execution(name="late", namespace=namespace, swarm=SLUG))
 
     async def done() -> dict[str, Any] | None:
-        status: dict[str, Any] = (await helpers.execution(admin_api, namespace=namespace, name="late")).get(
+        status: dict[str, Any] = (await watching.execution(admin_api, namespace=namespace, name="late")).get(
             "status"
         ) or {}
         return status if status.get("phase") == "Done" else None
 
-    status = await helpers.eventually(done, what="the attempt to be Done", operator=process, timeout=90)
+    status = await watching.eventually(done, what="the attempt to be Done", operator=process, timeout=90)
     pod_name = labels.worker_pod_name(execution="late", generation=1)
     assert status["hand"] == {"handed": True}
     assert status["outcome"] == "failed"
     assert status["cleanup"]["pods"] == {pod_name: "deleted"}
-    assert not await helpers.pod_exists(admin_api, namespace=namespace, name=pod_name)
+    assert not await watching.pod_exists(admin_api, namespace=namespace, name=pod_name)
     retained = await record(process.redis_url, "attempt-retained", "late")
     [entry] = retained["removed"]["pods"]
     assert entry["outcome"] == "deleted" and "log_reads" not in entry

@@ -21,9 +21,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.e2e import helpers
 from tests.realnode import images
-from tests.support import builders, pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane, control_plane as cp
 from tests.support.cluster.processes import Child
 from tests.support.fixtures_operator import OperatorFactory
@@ -60,17 +59,17 @@ async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captur
 ) -> None:
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, env=CHART_DEFAULTS)
     script = "echo 'worker: grant taken'; sleep 5; echo 'worker: refused after a frozen node' >&2; exit 78"
-    await helpers.create(
+    await watching.create(
         admin_api,
         builders.swarm(name=SLUG, namespace=namespace, image=images.BUSYBOX, command=["sh", "-c", script]),
     )
-    await helpers.create(admin_api, builders.execution(name="thaws", namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.execution(name="thaws", namespace=namespace, swarm=SLUG))
 
     async def handed() -> bool:
-        status = (await helpers.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
         return bool((status.get("hand") or {}).get("handed"))
 
-    await helpers.eventually(handed, what="the hand", operator=process, timeout=60)
+    await watching.eventually(handed, what="the hand", operator=process, timeout=60)
     # The operator stops while the worker runs, so that nothing reads the worker's log before the
     # node is frozen; it starts again once the kubelet has reported the failure and is frozen.
     process.stop()
@@ -81,7 +80,7 @@ async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captur
     try:
         process.start()
         while time.monotonic() - frozen_at < FROZEN_SECONDS:
-            assert await helpers.pod_exists(admin_api, namespace=namespace, name=name), (
+            assert await watching.pod_exists(admin_api, namespace=namespace, name=name), (
                 f"deleted {time.monotonic() - frozen_at:.0f}s into the freeze:\n{process.tail(40)}"
             )
             await asyncio.sleep(2)
@@ -90,11 +89,11 @@ async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captur
     assert "node_unreachable" in process.log() or "timeout" in process.log()  # It did try, and wait.
 
     async def done() -> dict[str, Any] | None:
-        status = (await helpers.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
+        status = (await watching.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
         return status if status.get("phase") == "Done" else None
 
-    await helpers.eventually(done, what="the capture after the thaw", operator=process, timeout=120)
-    retained = await helpers.stored(process.redis_url, slug=SLUG, name="attempt-retained", execution="thaws")
+    await watching.eventually(done, what="the capture after the thaw", operator=process, timeout=120)
+    retained = await watching.stored(process.redis_url, slug=SLUG, name="attempt-retained", execution="thaws")
     [entry] = retained["removed"]["pods"]
     assert entry["outcome"] == "deleted"
     assert (entry.get("log_reads") or 0) < 3  # Counted at most at 10 s and 60 s.

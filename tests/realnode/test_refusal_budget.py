@@ -8,8 +8,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.e2e import helpers
-from tests.support import builders
+from tests.support import builders, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -24,9 +23,9 @@ async def test_an_image_that_cannot_be_pulled_trips_the_budget_and_the_status_na
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     swarm = builders.swarm(name=SLUG, namespace=namespace, image=IMAGE, startup_deadline_seconds=5)
     swarm["spec"]["refusalBudget"] = {"maxRefusals": 2, "windowSeconds": 600, "sameFingerprint": True}
-    await helpers.create(admin_api, swarm)
+    await watching.create(admin_api, swarm)
     for name in ("pull-1", "pull-2"):
-        await helpers.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+        await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
 
     async def degraded() -> dict[str, Any] | None:
         found: dict[str, Any] = await client.CustomObjectsApi(admin_api).get_namespaced_custom_object(
@@ -36,17 +35,17 @@ async def test_an_image_that_cannot_be_pulled_trips_the_budget_and_the_status_na
         condition = next((c for c in status.get("conditions") or [] if c["type"] == "Degraded"), None)
         return status if condition is not None and condition["status"] == "True" else None
 
-    status = await helpers.eventually(degraded, what="the budget to trip", operator=process, timeout=180)
+    status = await watching.eventually(degraded, what="the budget to trip", operator=process, timeout=180)
     [top] = status["refusals"]["top"]
     assert (top["count"], top["class"]) == (2, "image_pull")
     assert "ErrImagePull" in top["text"] or "ImagePullBackOff" in top["text"], top
     [condition] = [c for c in status["conditions"] if c["type"] == "Degraded"]
     assert condition["reason"] == "RefusalBudgetExceeded" and "ImagePull" in condition["message"]
 
-    await helpers.create(admin_api, builders.execution(name="pull-3", namespace=namespace, swarm=SLUG))
+    await watching.create(admin_api, builders.execution(name="pull-3", namespace=namespace, swarm=SLUG))
 
     async def blocked() -> bool:
-        found = (await helpers.execution(admin_api, namespace=namespace, name="pull-3")).get("status") or {}
+        found = (await watching.execution(admin_api, namespace=namespace, name="pull-3")).get("status") or {}
         return found.get("phase") == "Blocked"
 
-    await helpers.eventually(blocked, what="the next Execution Blocked", operator=process, timeout=60)
+    await watching.eventually(blocked, what="the next Execution Blocked", operator=process, timeout=60)

@@ -1,6 +1,7 @@
-"""Worker Pods planted through kwok for the tests that run the operator's code in-process: an
-attempt of the ``proof`` Swarm, its worker Pod driven to a phase with a planted log, and launch
-removal over it."""
+"""Refused worker Pods planted through kwok: for the tests that run the operator's code
+in-process, an attempt of the ``proof`` Swarm, its worker Pod driven to a phase with a planted log,
+and launch removal over it; for the tests that run the operator as a process, the refused worker of
+an Execution's first attempt (:func:`plant_refused_worker`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import events, launch, model
 from tests.support import pods
 from tests.support.cluster import ControlPlane
 
+#: The log line every planted refused worker wrote.
 PLANTED = b"worker startup refused: planted kind refusal\n"
 SLUG = "proof"
 
@@ -57,3 +60,25 @@ async def plant_pod(
 
 async def remove(runtime: model.Runtime, attempt: model.Attempt, uid: str) -> launch.Removal:
     return await launch.remove_at_launch(runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected())
+
+
+async def plant_refused_worker(
+    api: client.ApiClient, cluster: ControlPlane, *, namespace: str, slug: str, execution: str
+) -> str:
+    """The worker Pod of ``execution``'s first attempt, already Failed (exit 78) with the PLANTED
+    log, as a refused worker leaves it; returns its name once kwok reports it Failed."""
+    pod_name = labels.worker_pod_name(execution=execution, generation=1)
+    await pods.plant_log(
+        cluster=cluster, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
+    )
+    planted: Any = pods.worker_pod(
+        name=pod_name,
+        namespace=namespace,
+        phase="Failed",
+        exit_code=78,
+        reason="Error",
+        labels=labels.attempt(slug=slug, execution=execution, generation=1),
+    )
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, planted)
+    await pods.wait_for_phase(api, namespace=namespace, name=pod_name, phase="Failed")
+    return pod_name

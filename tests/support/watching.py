@@ -1,4 +1,6 @@
-"""Polling helpers for tests that watch the operator work, and the refused worker they plant."""
+"""What a test that watches the operator work reads and writes: Executions and Swarms (get,
+create, merge patch), their Events, their records in Redis, and :func:`eventually`, which polls
+until the operator has done something."""
 
 from __future__ import annotations
 
@@ -12,37 +14,10 @@ import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
-from agentihooks_swarm.kubernetes import labels
 from tests.support import pods
-from tests.support.cluster import ControlPlane
 from tests.support.operator_process import OperatorProcess
 
 T = TypeVar("T")
-
-#: The log line every planted refused worker wrote.
-PLANTED = b"worker startup refused: planted kind refusal\n"
-
-
-async def plant_refused_worker(
-    api: client.ApiClient, cluster: ControlPlane, *, namespace: str, slug: str, execution: str
-) -> str:
-    """The worker Pod of ``execution``'s first attempt, already Failed (exit 78) with the PLANTED
-    log, as a refused worker leaves it; returns its name once kwok reports it Failed."""
-    pod_name = labels.worker_pod_name(execution=execution, generation=1)
-    await pods.plant_log(
-        cluster=cluster, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
-    )
-    planted: Any = pods.worker_pod(
-        name=pod_name,
-        namespace=namespace,
-        phase="Failed",
-        exit_code=78,
-        reason="Error",
-        labels=labels.attempt(slug=slug, execution=execution, generation=1),
-    )
-    await client.CoreV1Api(api).create_namespaced_pod(namespace, planted)
-    await pods.wait_for_phase(api, namespace=namespace, name=pod_name, phase="Failed")
-    return pod_name
 
 
 async def eventually(

@@ -16,53 +16,11 @@ from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.worker import reports as worker
 from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
+from tests.support.failing_workers import SLUG, key, start_failing_worker
 from tests.support.fixtures_operator import OperatorFactory
-from tests.support.operator_process import OperatorProcess
+from tests.support.planting import PLANTED
 from tests.support.proxy import FaultProxy
-
-PLANTED = b"worker startup refused: planted kind refusal\n"
-SLUG = "flow"
-PREFIX = "agentihooks-swarm"
-
-
-def key(name: str) -> str:
-    return store_.key(PREFIX, SLUG, name)
-
-
-async def start_failing_worker(
-    api: client.ApiClient,
-    cluster: ControlPlane,
-    *,
-    namespace: str,
-    execution: str,
-    run_for: str = "3s",
-    annotations: dict[str, str] | None = None,
-) -> None:
-    """A Swarm whose worker takes its grant, runs a little, then fails with exit 78."""
-    pod = labels.worker_pod_name(execution=execution, generation=1)
-    await pods.plant_log(cluster=cluster, namespace=namespace, pod=pod, container="worker", content=PLANTED)
-    behaviour = annotations or pods.protocol_annotations(
-        phase="Failed", exit_code=78, reason="Error", run_for=run_for
-    )
-    await watching.create(api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(api, builders.execution(name=execution, namespace=namespace, swarm=SLUG))
-
-
-async def status_of(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = (await watching.execution(api, namespace=namespace, name=name)).get(
-        "status"
-    ) or {}
-    return found
-
-
-async def wait_done(
-    api: client.ApiClient, namespace: str, name: str, process: OperatorProcess, timeout: float = 60.0
-) -> dict[str, Any]:
-    async def done() -> dict[str, Any] | None:
-        status = await status_of(api, namespace, name)
-        return status if status.get("phase") == "Done" else None
-
-    return await watching.eventually(done, what=f"{name} to be Done", operator=process, timeout=timeout)
+from tests.support.watching import status_of, wait_done
 
 
 async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(

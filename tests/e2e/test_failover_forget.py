@@ -24,7 +24,6 @@ import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
-from tests.e2e.test_cleanup_flow import status_of, wait_done
 from tests.e2e.test_lifecycle import (
     PREFIX,
     SLUG,
@@ -41,6 +40,7 @@ from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
 from tests.support.redis_server import RedisServer
+from tests.support.watching import status_of, wait_done
 
 #: How long the new worker runs on after Redis answers again. The primary watch looks once a
 #: second and restores at its first look that finds the new replication id; a running worker's

@@ -10,10 +10,11 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.storage import keys
-from tests.e2e.test_cleanup_flow import PREFIX, SLUG, key, start_failing_worker, wait_done
 from tests.support import watching
 from tests.support.cluster import ControlPlane
+from tests.support.failing_workers import PREFIX, SLUG, key, start_failing_worker
 from tests.support.fixtures_operator import OperatorFactory
+from tests.support.watching import wait_done
 
 RETENTION = 6.0
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from tests.e2e.test_cleanup_flow import status_of, wait_done
 from tests.e2e.test_lifecycle import (
     SLUG,
     assert_one_capture_of_its_own,
@@ -24,6 +23,7 @@ from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.proxy import FaultProxy
+from tests.support.watching import status_of, wait_done
 
 
 async def test_a_worker_that_fails_is_captured_and_done_with_no_resync(

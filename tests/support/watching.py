@@ -1,6 +1,6 @@
 """What a test that watches the operator work reads and writes: Executions and Swarms (get,
-create, merge patch), their Events, their records in Redis, and :func:`eventually`, which polls
-until the operator has done something."""
+create, merge patch), an Execution's status and the wait until it is Done, their Events, their
+records in Redis, and :func:`eventually`, which polls until the operator has done something."""
 
 from __future__ import annotations
 
@@ -125,3 +125,18 @@ async def merge_patch(
         _content_type="application/merge-patch+json",
     )
     return found
+
+
+async def status_of(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = (await execution(api, namespace=namespace, name=name)).get("status") or {}
+    return found
+
+
+async def wait_done(
+    api: client.ApiClient, namespace: str, name: str, process: OperatorProcess, timeout: float = 60.0
+) -> dict[str, Any]:
+    async def done() -> dict[str, Any] | None:
+        status = await status_of(api, namespace, name)
+        return status if status.get("phase") == "Done" else None
+
+    return await eventually(done, what=f"{name} to be Done", operator=process, timeout=timeout)

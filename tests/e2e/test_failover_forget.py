@@ -24,7 +24,10 @@ import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
-from tests.e2e.test_lifecycle import (
+from tests.support import builders, planting, pods, watching
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+from tests.support.marked_workers import (
     PREFIX,
     SLUG,
     assert_one_capture_of_its_own,
@@ -35,9 +38,6 @@ from tests.e2e.test_lifecycle import (
     plant_marker,
     worker_pods,
 )
-from tests.support import builders, planting, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
 from tests.support.redis_server import RedisServer
 from tests.support.watching import status_of, wait_done

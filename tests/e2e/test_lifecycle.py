@@ -20,86 +20,22 @@ import pytest
 from kubernetes_asyncio import client, watch as kwatch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
+from tests.support.marked_workers import (
+    SLUG,
+    assert_one_capture_of_its_own,
+    delete_execution,
+    executions_left,
+    fail_worker,
+    journal_entries,
+    marker,
+    plant_marker,
+    worker_pods,
+)
 from tests.support.proxy import FaultProxy
-
-SLUG = "life"
-PREFIX = "agentihooks-swarm"
-
-
-def marker(execution: str) -> bytes:
-    return f"worker {execution} refused: its own words\n".encode()
-
-
-async def plant_marker(cluster: ControlPlane, *, namespace: str, execution: str) -> str:
-    """Plant the worker log carrying ``execution``'s marker for its first worker Pod; its name."""
-    pod = labels.worker_pod_name(execution=execution, generation=1)
-    await pods.plant_log(
-        cluster=cluster, namespace=namespace, pod=pod, container="worker", content=marker(execution)
-    )
-    return pod
-
-
-async def executions_left(api: client.ApiClient, namespace: str) -> list[str]:
-    listed = await client.CustomObjectsApi(api).list_namespaced_custom_object(
-        "swarm.agentihooks.io", "v1alpha1", namespace, "executions"
-    )
-    return [item["metadata"]["name"] for item in listed["items"]]
-
-
-async def worker_pods(api: client.ApiClient, namespace: str) -> list[Any]:
-    listed = await client.CoreV1Api(api).list_namespaced_pod(
-        namespace, label_selector=f"{labels.OWNER}={labels.owner(SLUG)}"
-    )
-    return list(listed.items)
-
-
-async def delete_execution(api: client.ApiClient, namespace: str, name: str) -> None:
-    await client.CustomObjectsApi(api).delete_namespaced_custom_object(
-        "swarm.agentihooks.io", "v1alpha1", namespace, "executions", name
-    )
-
-
-async def journal_entries(redis_url: str) -> dict[str, Any]:
-    import redis.asyncio
-
-    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        found = await connection.hgetall(store_.key(PREFIX, SLUG, store_.JOURNAL))
-    finally:
-        await connection.aclose()
-    return {str(k): v for k, v in found.items()}
-
-
-async def fail_worker(
-    api: client.ApiClient, *, namespace: str, pod: str, exit_code: int, reason: str
-) -> None:
-    """The worker fails now, as its kubelet would report it (the Pod's status written directly)."""
-    container = {
-        "name": "worker",
-        "image": pods.WORKER_IMAGE,
-        "imageID": "",
-        "ready": False,
-        "restartCount": 0,
-        "state": {"terminated": {"exitCode": exit_code, "reason": reason}},
-    }
-    body = {"status": {"phase": "Failed", "containerStatuses": [container]}}
-    await client.CoreV1Api(api).patch_namespaced_pod_status(pod, namespace, body)
-
-
-def assert_one_capture_of_its_own(retained: Any, *, execution: str, exit_code: int) -> None:
-    """The retained record holds exactly one removed Pod, captured, with this execution's own log."""
-    assert retained is not None, f"{execution}: no attempt-retained record"
-    [entry] = retained["removed"]["pods"]
-    assert entry["name"] == labels.worker_pod_name(execution=execution, generation=1)
-    assert entry["outcome"] in ("deleted", "absent_after_send"), entry
-    [container] = entry["startup"]["containers"]
-    assert container["terminated"]["exitCode"] == exit_code
-    assert container["log"].endswith(marker(execution).decode()), container["log"]
 
 
 async def test_an_execution_deleted_while_its_pod_is_captured_keeps_one_capture_and_one_delete(

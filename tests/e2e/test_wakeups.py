@@ -12,16 +12,16 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from tests.e2e.test_lifecycle import (
+from tests.support import builders, pods, watching
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+from tests.support.marked_workers import (
     SLUG,
     assert_one_capture_of_its_own,
     fail_worker,
     plant_marker,
     worker_pods,
 )
-from tests.support import builders, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
 from tests.support.proxy import FaultProxy
 from tests.support.watching import status_of, wait_done
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio import client
 
-from tests.e2e.test_never_started import play
 from tests.support import scenarios
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
+from tests.support.never_started import play
 
 REAL = [s for s in scenarios.SCENARIOS if s.name != "slow-pull"]
 

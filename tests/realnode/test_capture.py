@@ -14,9 +14,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.realnode import images
-from tests.realnode.test_node import pod
-from tests.support import builders, pods, watching
+from tests.support import builders, images, pods, watching
+from tests.support.busybox import pod
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 
@@ -50,7 +49,7 @@ async def refuse(
     await pods.wait_for_phase(api, namespace=namespace, name=name, phase=phase, timeout=60)
     process = operator(kubeconfig=cluster.kubeconfig, namespace=namespace)
     await watching.create(
-        api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"], image=images.BUSYBOX)
+        api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"], image=images.BUSYBOX_REF)
     )
     await watching.create(
         api, builders.execution(name=execution, namespace=namespace, swarm=SLUG, project="outside")
@@ -138,7 +137,9 @@ async def test_a_worker_failing_after_the_hand_goes_through_final_cleanup(
     script = "echo 'worker: grant taken'; sleep 2; echo 'worker: the model refused the task' >&2; exit 78"
     await watching.create(
         admin_api,
-        builders.swarm(name=SLUG, namespace=namespace, image=images.BUSYBOX, command=["sh", "-c", script]),
+        builders.swarm(
+            name=SLUG, namespace=namespace, image=images.BUSYBOX_REF, command=["sh", "-c", script]
+        ),
     )
     await watching.create(admin_api, builders.execution(name="late", namespace=namespace, swarm=SLUG))
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.realnode import images
-from tests.realnode.test_node import pod as busybox_pod
+from tests.support import images
+from tests.support.busybox import pod as busybox_pod
 from tests.support.cluster import ControlPlane, condition_true, host
 from tests.support.redis_server import RedisServer
 
@@ -25,11 +25,11 @@ CHART = REPO / "charts" / "agentihooks-swarm"
 PROOF = CHART / "ci" / "startup-refusal-proof.sh"
 #: The chart's values that point it at the images loaded into the node (nothing is pulled).
 IMAGE_VALUES = (
-    "--set", f"image.repository={images.OPERATOR.rsplit(':', 1)[0]}",
-    "--set", f"image.tag={images.OPERATOR.rsplit(':', 1)[1]}",
+    "--set", f"image.repository={images.OPERATOR_REF.rsplit(':', 1)[0]}",
+    "--set", f"image.tag={images.OPERATOR_REF.rsplit(':', 1)[1]}",
     "--set", "image.pullPolicy=Never",
-    "--set", f"redis.bundled.image.repository={images.REDIS.rsplit(':', 1)[0]}",
-    "--set", f"redis.bundled.image.tag={images.REDIS.rsplit(':', 1)[1]}",
+    "--set", f"redis.bundled.image.repository={images.REDIS_REF.rsplit(':', 1)[0]}",
+    "--set", f"redis.bundled.image.tag={images.REDIS_REF.rsplit(':', 1)[1]}",
     "--set", "redis.bundled.image.pullPolicy=Never",
 )  # fmt: skip
 #: The spec's first read command, with this package's module path.
@@ -179,7 +179,7 @@ def test_the_chart_runs_the_controller_in_cluster(
     assert not spec["spec"].get("hostNetwork")  # the Pod network, the `kubernetes` Service and DNS
     assert spec["status"]["podIP"].startswith("10.244.")
     [container] = [c for c in spec["spec"]["containers"] if c["name"] == "controller"]
-    assert container["image"] == images.OPERATOR
+    assert container["image"] == images.OPERATOR_REF
 
     metrics = run(
         control_plane,
@@ -220,7 +220,7 @@ def test_startup_refusal_proof_in_cluster(
         "OPERATOR": "in-cluster",
         "NAMESPACE": f"proof-{mode}-{suffix}",
         "RELEASE": f"proof-{suffix}",
-        "WORKER_IMAGE": images.BUSYBOX,
+        "WORKER_IMAGE": images.BUSYBOX_REF,
         "HELM_ARGS": " ".join(IMAGE_VALUES),
         "TIMEOUT": "180",
     }
@@ -288,7 +288,7 @@ def refuse_planted_workers(
         )  # fmt: skip
     manifest(plane, namespace, {
         "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Swarm", "metadata": {"name": slug},
-        "spec": {"registration": {"projects": ["registered"]}, "worker": {"image": images.BUSYBOX}},
+        "spec": {"registration": {"projects": ["registered"]}, "worker": {"image": images.BUSYBOX_REF}},
     })  # fmt: skip
     for execution in executions:
         manifest(plane, namespace, {

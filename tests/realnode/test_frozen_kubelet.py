@@ -21,8 +21,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.realnode import images
-from tests.support import builders, pods, watching
+from tests.support import builders, images, pods, watching
 from tests.support.cluster import ControlPlane, control_plane as cp
 from tests.support.cluster.processes import Child
 from tests.support.fixtures_operator import OperatorFactory
@@ -61,7 +60,9 @@ async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captur
     script = "echo 'worker: grant taken'; sleep 5; echo 'worker: refused after a frozen node' >&2; exit 78"
     await watching.create(
         admin_api,
-        builders.swarm(name=SLUG, namespace=namespace, image=images.BUSYBOX, command=["sh", "-c", script]),
+        builders.swarm(
+            name=SLUG, namespace=namespace, image=images.BUSYBOX_REF, command=["sh", "-c", script]
+        ),
     )
     await watching.create(admin_api, builders.execution(name="thaws", namespace=namespace, swarm=SLUG))
 

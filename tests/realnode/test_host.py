@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.realnode import images
+from tests.support import images
 from tests.support.cluster import control_plane, host, nodes
 from tests.support.cluster.control_plane import ControlPlane
 from tests.support.cluster.processes import pid_alive
@@ -24,7 +24,7 @@ def sleeping_pod(plane: ControlPlane, name: str) -> None:
             "metadata": {"name": name},
             "spec": {
                 "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "c", "image": images.BUSYBOX, "command": ["sleep", "3600"]}],
+                "containers": [{"name": "c", "image": images.BUSYBOX_REF, "command": ["sleep", "3600"]}],
             },
         },
     )

@@ -12,42 +12,9 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.realnode import images
 from tests.support import pods
+from tests.support.busybox import pod
 from tests.support.cluster import ControlPlane
-
-
-def pod(name: str, script: str, *, init: str | None = None, memory: str | None = None) -> dict[str, Any]:
-    """A restricted-compliant Pod running ``script`` in busybox (and ``init`` as an init container)."""
-
-    def container(container_name: str, command: str) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "name": container_name,
-            "image": images.BUSYBOX,
-            "imagePullPolicy": "Never",
-            "command": ["sh", "-c", command],
-            "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "capabilities": {"drop": ["ALL"]},
-            },
-        }
-        if memory:
-            spec["resources"] = {"limits": {"memory": memory}}
-        return spec
-
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 1,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65534,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [container("worker", script)],
-    }
-    if init is not None:
-        spec["initContainers"] = [container("init", init)]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
 async def run_to_end(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> Any:

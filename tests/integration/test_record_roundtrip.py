@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from agentihooks_swarm import records, settings as settings_, store as store_
 from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.storage import operations
+from tests.support.arbitrary_pods import Logs, log_bytes, pod_status
 from tests.support.redis_server import RedisServer
-from tests.unit.test_properties import Logs, log_bytes, pod_status
 
 pytestmark = pytest.mark.integration
 

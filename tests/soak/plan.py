@@ -262,8 +262,9 @@ class ExecutionPlan:
     forget: bool = False
     """incarnation 1: the first one's records are forgotten (``records forget``) before the name
     is applied again, so the new Execution is launched (else it is ``Invalid``, ``NameInUse``)."""
-    in_hold: bool = False
-    """forget: applied again while a ``redis-lost-writes`` fault holds the replicas' links."""
+    in_hold: int | None = None
+    """forget: applied again while the ``redis-lost-writes`` fault of this index (in the plan's
+    order of those faults) holds the replicas' links."""
     exit_code: int | None = None
     """refused-adopted: the planted Pod's exit code."""
 
@@ -450,23 +451,22 @@ def _forgotten(
     the period on, at least 15 s after the name's first Execution."""
     pending = sorted(earlier, key=lambda e: e.at, reverse=True)  # The earliest are applied in a hold.
     again: list[ExecutionPlan] = []
-    for fault in faults:
-        if fault.kind != "redis-lost-writes":
-            continue
+    lost_writes = [f for f in faults if f.kind == "redis-lost-writes"]
+    for index, fault in enumerate(lost_writes):
         for _ in range(IN_HOLD):
             if not pending:
                 break
             name = pending.pop()
-            # Its forget comes 15 s before (workload.FORGET_LEAD_IN_HOLD), once its first is gone.
-            at = max(name.at + 30.0, fault.at + 1.0 + rng.uniform(0, fault.hold))
-            again.append(_again(name, at=at, in_hold=True))
+            # Its forget comes 20 s before (workload.FORGET_LEAD_IN_HOLD), once its first is gone.
+            at = max(name.at + 35.0, fault.at + 1.0 + rng.uniform(0, fault.hold))
+            again.append(_again(name, at=at, in_hold=index))
     for name in pending:
         at = max(name.at + 15.0, rng.uniform(period * 0.3, period * 0.95))
-        again.append(_again(name, at=at, in_hold=False))
+        again.append(_again(name, at=at, in_hold=None))
     return again
 
 
-def _again(earlier: ExecutionPlan, *, at: float, in_hold: bool) -> ExecutionPlan:
+def _again(earlier: ExecutionPlan, *, at: float, in_hold: int | None) -> ExecutionPlan:
     return ExecutionPlan(
         name=earlier.name,
         swarm=earlier.swarm,

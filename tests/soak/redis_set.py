@@ -134,6 +134,8 @@ class SentinelSet:
         self._configs = tempfile.TemporaryDirectory(prefix="soak-redis-conf-")
         #: Set while :meth:`lose_writes` holds the replicas' links (until the primary is killed).
         self.holding = threading.Event()
+        #: How many holds :meth:`lose_writes` has ended (its primary killed, or given up).
+        self.holds_done = 0
         #: Closed by :meth:`lose_writes` from before it holds the links until the kill.
         self.gate = Gate()
 
@@ -320,6 +322,8 @@ class SentinelSet:
             killed = True
             held = killed_at - began
         finally:
+            if self.holding.is_set():
+                self.holds_done += 1
             self.holding.clear()
             self.gate.open()
             for relay in relays:  # Closed, never released: nothing held reaches a replica.

@@ -291,6 +291,10 @@ class Rig:
         """Whether a ``redis-lost-writes`` fault holds the replicas' links now."""
         return self.sentinel_set.holding.is_set()
 
+    def holds_done(self) -> int:
+        """How many ``redis-lost-writes`` holds have ended."""
+        return self.sentinel_set.holds_done
+
     @property
     def user_gate(self) -> Gate:
         """What a person's write to Redis passes (closed while a ``redis-lost-writes`` fault is

@@ -101,6 +101,7 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             prober=Prober(primary=primary, prefix=DEFAULT_PREFIX),
             user_env=rig.user_env,
             replication_held=rig.replication_held,
+            holds_done=rig.holds_done,
             gate=rig.user_gate,
         )
         pods_seen = PodObserver(

@@ -61,7 +61,7 @@ PATIENCE: Final = 120.0
 #: A forgotten name's forget runs this long before it is applied again; longer for a name applied
 #: again in a hold (its forget must be done, and replicated, before the links are held).
 FORGET_LEAD: Final = 6.0
-FORGET_LEAD_IN_HOLD: Final = 15.0
+FORGET_LEAD_IN_HOLD: Final = 20.0
 #: Between two tries of a refused forget.
 FORGET_RETRY: Final = 2.0
 #: How long a name planned ``in_hold`` waits for a held link before it is applied anyway.
@@ -110,6 +110,7 @@ class Workload:
         prober: Prober | None = None,
         user_env: Callable[[], Mapping[str, str]] | None = None,
         replication_held: Callable[[], bool] = lambda: False,
+        holds_done: Callable[[], int] = lambda: 0,
         gate: Gate | None = None,
     ) -> None:
         self.plan = plan
@@ -131,6 +132,7 @@ class Workload:
         #: The environment ``records forget`` runs with (an operator replica's).
         self.user_env = user_env
         self.replication_held = replication_held
+        self.holds_done = holds_done
         #: Closed while a redis-lost-writes fault holds (or is about to hold) the links: the rig's
         #: (:attr:`tests.soak.rig.Rig.user_gate`); a gate of its own when there is no such fault.
         self.gate = gate or Gate()
@@ -206,8 +208,8 @@ class Workload:
             if not self.real:
                 await self._plant(pod)
             await asyncio.sleep(max(execution.at - self.now(), 0))
-            if execution.in_hold:
-                await self._until_held()
+            if execution.in_hold is not None:
+                await self._until_held(execution.in_hold)
             planted = (
                 await self._plant_failed_pod(execution, pod) if execution.kind == "refused-adopted" else None
             )
@@ -371,9 +373,10 @@ class Workload:
         lines = out.decode(errors="replace").strip().splitlines()
         return int(process.returncode or 0), (lines[-1] if lines else "")[:300]
 
-    async def _until_held(self) -> None:
-        """Until a redis-lost-writes fault holds the replicas' links (or HOLD_PATIENCE)."""
-        await _until(self.replication_held, timeout=HOLD_PATIENCE)
+    async def _until_held(self, index: int) -> None:
+        """Until the redis-lost-writes fault of ``index`` holds the replicas' links: at once when
+        its hold is over (it came early, or this step late), else within HOLD_PATIENCE."""
+        await _until(lambda: self.replication_held() or self.holds_done() > index, timeout=HOLD_PATIENCE)
 
     async def _plant_failed_pod(self, execution: ExecutionPlan, pod: str) -> str:
         """The worker Pod of a refused-adopted Execution, planted first and already failed (the
@@ -524,7 +527,7 @@ def _start(execution: ExecutionPlan) -> float:
 def _forget_lead(execution: ExecutionPlan) -> float:
     if not execution.forget:
         return 0.0
-    return FORGET_LEAD_IN_HOLD if execution.in_hold else FORGET_LEAD
+    return FORGET_LEAD_IN_HOLD if execution.in_hold is not None else FORGET_LEAD
 
 
 _POD_ENV: Final = [

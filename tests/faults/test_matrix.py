@@ -95,11 +95,6 @@ REFUSED_COMMAND = {
 
 
 @pytest.fixture
-def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
-    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-
-
-@pytest.fixture
 async def quick_store(redis_url: str) -> AsyncIterator[operations.AsyncStore]:
     """The operator's store with a 1 s Redis timeout, so a frozen Redis is a quick failure."""
     async with operations.open_store(

@@ -27,11 +27,6 @@ from tests.support.proxy import FaultProxy
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
-    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-
-
 async def journal_of(store: operations.AsyncStore, attempt: model.Attempt) -> dict[str, Any] | None:
     raw = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
     return None if raw is None else json.loads(raw)

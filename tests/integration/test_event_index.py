@@ -29,11 +29,6 @@ from tests.support.proxy import WATCH_QUERY, FaultProxy, WatchError
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
-    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-
-
 @contextlib.asynccontextmanager
 async def indexed(runtime: model.Runtime, *, namespace: str) -> AsyncIterator[model.Runtime]:
     """The runtime with a running Events index of ``namespace`` (retrying quickly)."""

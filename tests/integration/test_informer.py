@@ -17,7 +17,6 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import informer, pods
 from tests.support import builders, watching
-from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.proxy import WATCH_QUERY, Cut, FaultProxy, Respond, WatchError
 
@@ -52,11 +51,6 @@ class Recorder:
 
     def needs_relist(self) -> bool:
         return False
-
-
-@pytest.fixture
-def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
-    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
 
 
 @contextlib.asynccontextmanager

@@ -38,11 +38,6 @@ def swarm_spec(
     )
 
 
-@pytest.fixture
-def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
-    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-
-
 async def pod_exists(api: client.ApiClient, attempt: model.Attempt) -> bool:
     return await pods.pod_exists(api, namespace=attempt.namespace, name=attempt.pod_name)
 

@@ -28,11 +28,6 @@ pytestmark = pytest.mark.integration
 WAITING_TO_START = 'container "worker" in pod "{pod}" is waiting to start: PodInitializing'
 
 
-@pytest.fixture
-def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
-    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-
-
 async def raw_pod(api: client.ApiClient, attempt: model.Attempt) -> dict[str, Any]:
     response: Any = await client.CoreV1Api(api).read_namespaced_pod(
         attempt.pod_name, attempt.namespace, _preload_content=False

@@ -9,7 +9,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_
@@ -22,11 +21,6 @@ from tests.support.proxy import FaultProxy, Respond
 
 SLUG = "supervised"
 PLANTED = b"worker startup refused: supervised\n"
-
-
-@pytest.fixture
-def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlane, tmp_path: Path) -> Path:
-    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
 
 
 @contextlib.asynccontextmanager

@@ -20,6 +20,7 @@ __all__ = [
     "ControlPlaneLike",
     "fault_proxy",
     "fault_proxy_kubeconfig",
+    "proxy_kubeconfig",
     "redis_server",
     "redis_url",
     "threaded_fault_proxy",
@@ -96,6 +97,12 @@ def threaded_tls_fault_proxy(control_plane: ControlPlaneLike) -> Iterator[FaultP
     )
     with proxy:
         yield proxy
+
+
+@pytest.fixture
+def proxy_kubeconfig(fault_proxy: FaultProxy, control_plane: ControlPlaneLike, tmp_path: Path) -> Path:
+    """A kubeconfig (admin token) pointing at ``fault_proxy`` (plain HTTP: Python clients)."""
+    return fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
 
 
 @pytest.fixture

@@ -319,11 +319,16 @@ class Injector:
 
     async def _lost_writes(self, fault: FaultPlan, record: Injected) -> str:
         redis_set = self.rig.sentinel_set
+        began = time.monotonic()
         # Both replicas in sync first: each is moved onto its relay with a partial resync.
         await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=2)
-        await self._api_faults.take()
+        synced = time.monotonic()
+        await self._a_leader()
+        led = time.monotonic()
+        await self._api_faults.take()  # The API faults under way end (at most 5 s); no other starts.
         try:
-            before = await self._a_leader()
+            before = await asyncio.to_thread(self.rig.leader)
+            ready = time.monotonic()
             loss = await asyncio.to_thread(
                 redis_set.lose_writes, hold=fault.hold, pattern=f"{DEFAULT_PREFIX}:*"
             )
@@ -348,8 +353,11 @@ class Injector:
             lease = f"Lease holder {named[0]} before, {named[1]} after (the writer may be gone)"
         by_hash = ", ".join(f"{k} {v}" for k, v in record.lost_by_hash.items()) or "none"
         behind = loss.behind.get(loss.promoted, 0)
+        waited = f"waited {synced - began:.1f}s for 2 replicas in sync, {led - synced:.1f}s for a leader, "
+        waited += f"{ready - led:.1f}s for the API faults under way"
         return (
-            f"replicas' links held {loss.held:.1f}s (REDIS_MIN_REPLICAS={self.rig.min_replicas}), "
+            f"{waited}, {loss.prepared:.1f}s to move the replicas onto relays; replicas' links held "
+            f"{loss.held:.1f}s (REDIS_MIN_REPLICAS={self.rig.min_replicas}), "
             f"kill -9 primary {loss.primary.port}; promoted {loss.promoted} lacked {record.lost} of "
             f"{loss.primary_fields} evidence fields ({by_hash}; {behind} bytes of replication stream); "
             f"{record.back} of them on the new primary when the fault ended; old primary started "

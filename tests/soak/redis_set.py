@@ -71,6 +71,8 @@ class Loss:
     promoted: int | None = None
     killed_at: float = 0.0
     """``time.monotonic()`` just after the kill."""
+    prepared: float = 0.0
+    """Seconds from the call to the hold: forgets under way ended, replicas moved onto relays."""
 
     def lost(self) -> Fields:
         """What the promoted replica lacked: writes the primary acknowledged, gone from Redis."""
@@ -297,6 +299,7 @@ class SentinelSet:
         replicas = [s for s in self.servers if s is not primary]
         relays: list[Relay] = []
         killed = False
+        called = time.monotonic()
         try:
             self.gate.close(timeout=GATE_TIMEOUT)
             for replica in replicas:
@@ -310,6 +313,7 @@ class SentinelSet:
             for relay in relays:
                 relay.hold()
             began = time.monotonic()
+            prepared = began - called
             time.sleep(hold)
             # The replicas first: they can receive nothing more. The primary last, just before its
             # kill (what it acknowledges in between is lost too, and not counted).
@@ -339,6 +343,7 @@ class SentinelSet:
             behind={port: max(ahead - offset, 0) for port, offset in behind.items()},
             missing={port: _minus(mine, fields) for port, fields in theirs.items()},
             killed_at=killed_at,
+            prepared=prepared,
         )
 
     def _wait_linked(self, primary: RedisServer, relays: Mapping[int, int]) -> None:

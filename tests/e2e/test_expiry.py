@@ -17,25 +17,10 @@ from tests.support import builders, planting, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
+from tests.support.read_commands import READ_RETAINED, READ_STARTUP
 
 PLANTED = planting.PLANTED
 SLUG = "expiry"
-
-#: The spec's read commands (this package's module path), for launch removal's capture and for the
-#: retained cleanup evidence.
-READ_STARTUP = """
-import sys
-from agentihooks_swarm.store import connect
-store = connect()
-print(store.redis.hget(store.key(sys.argv[1], "attempt-startup-diagnostics"), sys.argv[2]))
-"""
-READ_RETAINED = """
-import json, sys
-from agentihooks_swarm.store import connect
-store = connect()
-kept = json.loads(store.redis.hget(store.key(sys.argv[1], "attempt-retained"), sys.argv[2]))
-print(json.dumps(kept["removed"]["pods"], indent=2))
-"""
 
 
 async def _exists(api: client.ApiClient, namespace: str, name: str) -> bool:

@@ -99,11 +99,25 @@ def _owner_refusal(*, slug: str, execution: str, store: store_.Store) -> int | N
     the owner, and is what forget is for.
     """
     try:
-        raw = store.redis.hget(store.key(slug, store_.OWNERS), execution)
+        raw, retained, launched = (
+            store.redis.hget(store.key(slug, store_.OWNERS), execution),
+            store.redis.hexists(store.key(slug, store_.RETAINED), execution),
+            any(store.redis.hexists(store.key(slug, name), execution) for name in store_.RECORDS),
+        )
     except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
         return _store_error(e)
+    if raw is None and launched and not retained:
+        # No claim to ask about, and no retained record: a version without owners wrote these, or
+        # a failover lost the claim of an Execution that may still be running. Nothing can tell.
+        print(
+            f"Execution {execution!r} of swarm {slug!r} has records but no owner claim and no retained "
+            "record: an Execution that is still running may own them (a Redis failover can lose a claim). "
+            "Check `kubectl get executions -A` for that name; once none is left, pass --force.",
+            file=sys.stderr,
+        )
+        return 1
     if raw is None:
-        return None  # Never claimed (or written by a version without owners): nothing to ask.
+        return None  # Never claimed and finished, or nothing stored: nothing to ask.
     owner = records_.load(records_.Owner, raw)
     where = f"{owner.namespace}/{execution} (uid {owner.uid})"
     try:

@@ -137,7 +137,7 @@ class Metrics:
         self.evidence_restored = prometheus_client.Counter(
             "agentihooks_swarm_evidence_restored",
             "Evidence records this replica wrote and put back because a new Redis primary lacked them.",
-            ["record"],  # startup|journal|retained
+            ["record"],  # startup|journal|retained|owner
             registry=self.registry,
         )
         self.evidence_restore_skipped = prometheus_client.Counter(

@@ -274,7 +274,7 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         )
 
         topology.relay.hold()
-        for execution in ("e1", "e2", "e3"):
+        for execution in ("e1", "e2", "e3", "e4"):  # e4: claimed, nothing written yet.
             await a.claim(slug=SLUG, execution=execution, owner=owner(f"uid-{execution}"))
         launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
         await a.record_startup(slug=SLUG, execution="e1", record=launch)
@@ -347,13 +347,13 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         direct.hset(a.key(SLUG, store_.JOURNAL), "e2", records.dump(theirs))
 
         assert await until_answered(watch_b) == 0  # Not the leader: restores nothing.
-        assert await until_answered(watch_a) == 3
+        assert await until_answered(watch_a) == 4
         assert await watch_a.check() == 0  # Once: the same primary again restores nothing.
-        assert restored_count(metrics_a) == {"startup": 1.0, "journal": 1.0, "retained": 1.0}
+        assert restored_count(metrics_a) == {"startup": 1.0, "journal": 1.0, "retained": 1.0, "owner": 1.0}
         assert restored_count(metrics_b) == {}
 
         assert await a.read_startup(slug=SLUG, execution="e1") == launch
-        for execution in ("e1", "e3"):  # The owner claims went back with the records.
+        for execution in ("e1", "e3", "e4"):  # The owner claims went back, with the records or alone.
             assert await a.owner(slug=SLUG, execution=execution) == owner(f"uid-{execution}")
         merged = await a.read_journal(slug=SLUG, execution="e2")
         assert merged is not None and merged.version == 3
@@ -406,7 +406,8 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology
             for s in family.samples
             if s.name.endswith("_total")
         }
-        assert skipped == {"forgotten": 1.0, "owner_changed": 1.0}
+        # e1: its capture and its owner claim; e2: the old life's capture (its claim is the new life's now).
+        assert skipped == {"forgotten": 2.0, "owner_changed": 1.0}
         people.redis.close()
 
 

@@ -138,3 +138,26 @@ async def test_forget_refuses_when_it_cannot_ask_the_api_server_unless_forced(
     assert forced.returncode == 0, forced
     assert "the name is free" in forced.stdout
     assert await store.owner(slug=SLUG, execution=name) is None
+
+
+async def test_forget_refuses_records_with_no_owner_claim_and_no_retained_record(
+    store: operations.AsyncStore, redis_url: str
+) -> None:
+    """A failover can lose the claim of an Execution that is still running: with no claim to ask
+    about and its attempt unfinished, forget cannot tell, and keeps the records unless forced."""
+    name = "unclaimed"
+    await store.record_final(
+        slug=SLUG,
+        final=records.FinalRecord(
+            execution=name, generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
+        ),
+    )
+
+    refused = await forget(redis_url=redis_url, kubeconfig=None, execution=name)
+
+    assert refused.returncode == 1, refused
+    assert "no owner claim and no retained record" in refused.stderr
+    assert await store.read_final(slug=SLUG, execution=name) is not None
+    forced = await forget(redis_url=redis_url, kubeconfig=None, execution=name, force=True)
+    assert forced.returncode == 0, forced
+    assert await store.read_final(slug=SLUG, execution=name) is None

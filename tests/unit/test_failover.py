@@ -284,3 +284,12 @@ def test_a_journal_entry_becomes_what_a_retain_takes() -> None:
     record = records.load(records.Retained, failover.journal_as_retained(entry, shape))
     assert record.watermark == 5
     assert [(p.uid, p.outcome) for p in record.removed.pods] == [("u1", "deleted"), ("u2", "absent")]
+
+
+def test_an_owner_claim_is_kept_and_put_back_only_where_there_is_none() -> None:
+    recent = failover.Recent(clock=Clock())
+    recent.note(kind="owner", slug="s", execution="e1", raw=A, owner=A)
+    recent.note(kind="owner", slug="s", execution="e1", raw=A, owner=A)
+    assert [(w.kind, w.uid) for w in recent.entries()] == [("owner", "uid-a")]
+    assert failover.restored(kind="owner", stored=None, ours=A) == A
+    assert failover.restored(kind="owner", stored=B, ours=A) is None

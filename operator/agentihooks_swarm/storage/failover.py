@@ -7,7 +7,8 @@ that never had the write (the replica that acknowledged it died too, two failove
 is gone, and the new primary has no record of it.
 
 The leader that wrote it still knows it. :class:`Recent` keeps the evidence this process wrote in
-the last ``seconds`` (the launch captures, each cleanup's journal entry, the retained records;
+the last ``seconds`` (the launch captures, each cleanup's journal entry, the retained records, and
+the owner claims it made: a name whose claim was lost would read as records of an older version;
 bounded in bytes), and :class:`PrimaryWatch` looks at the primary's replication id every
 ``interval`` seconds. A new id (a promoted replica, or a primary started again) means writes may
 be missing, and each kept record is put back where it is missing.
@@ -52,7 +53,7 @@ from agentihooks_swarm import errors, metrics as metrics_, records
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["startup", "journal", "retained"]
+Kind = Literal["startup", "journal", "retained", "owner"]
 #: What a restore's write answered: written; changed meanwhile (read again); the journal entry of
 #: a retained execution (none is written); or skipped because the record's life is over.
 Answer = Literal["written", "changed", "retained", "owner_changed", "forgotten"]
@@ -180,7 +181,7 @@ class Recent:
 def kept_union(*, kind: Kind, newer: str, older: str) -> str:
     """What :class:`Recent` keeps of a record written again: ``newer`` with every capture (and
     removed object) ``older`` held that it lacks. A launch capture is written once: the first stays."""
-    if kind == "startup":
+    if kind in ("startup", "owner"):
         return older
     try:
         merged = restored(kind=kind, stored=newer, ours=older, bump=False)
@@ -192,15 +193,15 @@ def kept_union(*, kind: Kind, newer: str, older: str) -> str:
 def restored(*, kind: Kind, stored: str | None, ours: str, bump: bool = True) -> str | None:
     """What to write so that the stored record loses nothing ours holds; None: nothing to write.
 
-    Pure. Where nothing is stored, ours. A stored launch capture is kept (the first capture
-    wins). Otherwise the stored record is the base and only gains: each object's capture it lacks
+    Pure. Where nothing is stored, ours. A stored launch capture or owner claim is kept (the
+    first wins). Otherwise the stored record is the base and only gains: each object's capture it lacks
     (by Pod UID, from any of ours' lists), and each object ours lists that it does not (a removed
     object is a fact: its delete happened; a pinned one is a Pod cleanup must still look at).
     With ``bump`` a journal entry's version moves one past the stored one.
     """
     if stored is None:
         return ours
-    if kind == "startup":
+    if kind in ("startup", "owner"):
         return None
     if kind == "retained":
         kept, mine = records.load(records.Retained, stored), records.load(records.Retained, ours)

@@ -61,6 +61,7 @@ _EVIDENCE: Final[dict[failover.Kind, str]] = {
     "startup": STARTUP_DIAGNOSTICS,
     "journal": JOURNAL,
     "retained": RETAINED,
+    "owner": OWNERS,
 }
 #: A swarm's refusals by fingerprint (additive): the summary, when each was last seen, and the
 #: recent refusals themselves (for counts over a window); the refusal budget's state.
@@ -484,7 +485,10 @@ class AsyncStore(connection.Connection):
             )
         if not raw:
             return None
-        return records.load(records.Owner, raw)
+        claimed = records.load(records.Owner, raw)
+        if claimed.uid == owner.uid:  # Ours: a failover that loses it is put back like evidence.
+            self._note("owner", slug=slug, execution=execution, raw=str(raw), owner=str(raw))
+        return claimed
 
     async def read_retained(self, *, slug: str, execution: str) -> records.Retained | None:
         with connection.translated():

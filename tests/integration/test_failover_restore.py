@@ -236,6 +236,58 @@ def retained_e1(pods: list[records.RemovedObject]) -> records.Retained:
     )
 
 
+async def write_four_lives(a: operations.AsyncStore) -> tuple[records.StartupRecord, records.Retained]:
+    """What the leader writes while the replica's link is held: four names claimed; e1 a launch
+    capture; e2 a journal entry with a capture, one Pod removed (version 3); e3 retained with a
+    capture; e4 nothing yet. Returns e1's capture and e3's retained record."""
+    for execution in ("e1", "e2", "e3", "e4"):  # e4: claimed, nothing written yet.
+        await a.claim(slug=SLUG, execution=execution, owner=owner(f"uid-{execution}"))
+    launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
+    await a.record_startup(slug=SLUG, execution="e1", record=launch)
+    entry = await a.pin_journal(
+        slug=SLUG,
+        journal=records.Journal(
+            execution="e2",
+            generation=1,
+            pinned=records.Objects(
+                pods=[
+                    records.PinnedObject(name="p2", uid="u2"),
+                    records.PinnedObject(name="q2", uid="v2"),
+                ]
+            ),
+        ),
+    )
+    assert isinstance(entry, records.Journal)
+    entry.pinned.pods[0].startup = capture("cleanup refusal")
+    entry.pinned.pods[0].sent = True
+    await a.save_journal(slug=SLUG, journal=entry)
+    entry.removed.pods.append(
+        records.RemovedObject(name="p2", uid="u2", outcome="deleted", startup=capture("cleanup refusal"))
+    )
+    await a.save_journal(slug=SLUG, journal=entry)  # Version 3 on the old primary.
+    await a.pin_journal(
+        slug=SLUG,
+        journal=records.Journal(
+            execution="e3",
+            generation=1,
+            pinned=records.Objects(pods=[records.PinnedObject(name="p3", uid="u3")]),
+        ),
+    )
+    done = records.Retained(
+        execution="e3",
+        final=records.FinalRecord(
+            execution="e3", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
+        ),
+        watermark=0,
+        archived=True,
+        removed=records.RemovedObjects(
+            pods=[records.RemovedObject(name="p3", uid="u3", outcome="deleted", startup=capture("retained"))]
+        ),
+    )
+    await a.retain(slug=SLUG, retained=done, journal_version=1)
+    return launch, done
+
+
 async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
     topology: SentinelTopology,
 ) -> None:
@@ -258,69 +310,17 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         )
         # b leads first; what it writes reaches the replica.
         await b.claim(slug=SLUG, execution="e0", owner=owner("uid-0"))
-        await b.record_startup(
-            slug=SLUG,
-            execution="e0",
-            record=records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture")),
-        )
+        b_capture = records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture"))
+        await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
         await asyncio.to_thread(topology.wait_in_sync)
         leading.update(a=True, b=False)  # a takes the Lease.
         assert await watch_a.check() == 0 and await watch_b.check() == 0
         assert len(b.recent) == 0  # A replica without the Lease keeps nothing.
-        await b.record_startup(  # Even what it writes late (a step finishing as it loses the Lease).
-            slug=SLUG,
-            execution="e0",
-            record=records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture")),
-        )
+        # Even what it writes late (a step finishing as it loses the Lease).
+        await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
 
         topology.relay.hold()
-        for execution in ("e1", "e2", "e3", "e4"):  # e4: claimed, nothing written yet.
-            await a.claim(slug=SLUG, execution=execution, owner=owner(f"uid-{execution}"))
-        launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
-        await a.record_startup(slug=SLUG, execution="e1", record=launch)
-        entry = await a.pin_journal(
-            slug=SLUG,
-            journal=records.Journal(
-                execution="e2",
-                generation=1,
-                pinned=records.Objects(
-                    pods=[
-                        records.PinnedObject(name="p2", uid="u2"),
-                        records.PinnedObject(name="q2", uid="v2"),
-                    ]
-                ),
-            ),
-        )
-        assert isinstance(entry, records.Journal)
-        entry.pinned.pods[0].startup = capture("cleanup refusal")
-        entry.pinned.pods[0].sent = True
-        await a.save_journal(slug=SLUG, journal=entry)
-        entry.removed.pods.append(
-            records.RemovedObject(name="p2", uid="u2", outcome="deleted", startup=capture("cleanup refusal"))
-        )
-        await a.save_journal(slug=SLUG, journal=entry)  # Version 3 on the old primary.
-        await a.pin_journal(
-            slug=SLUG,
-            journal=records.Journal(
-                execution="e3",
-                generation=1,
-                pinned=records.Objects(pods=[records.PinnedObject(name="p3", uid="u3")]),
-            ),
-        )
-        done = records.Retained(
-            execution="e3",
-            final=records.FinalRecord(
-                execution="e3", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
-            ),
-            watermark=0,
-            archived=True,
-            removed=records.RemovedObjects(
-                pods=[
-                    records.RemovedObject(name="p3", uid="u3", outcome="deleted", startup=capture("retained"))
-                ]
-            ),
-        )
-        await a.retain(slug=SLUG, retained=done, journal_version=1)
+        launch, done = await write_four_lives(a)
 
         old = await asyncio.to_thread(topology.kill_primary)
         new = await asyncio.to_thread(topology.wait_promoted, old=old)

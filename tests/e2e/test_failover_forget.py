@@ -12,11 +12,7 @@ the records the user forgot: the new worker is captured and removed when it fail
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +20,7 @@ import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
-from tests.support import builders, planting, pods, watching
+from tests.support import builders, commands, planting, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.marked_workers import (
@@ -64,20 +60,6 @@ HASHES = (
 def redis_url(aof_redis_server: RedisServer) -> str:
     """The operator, the forget command and the test's reads all use the test's own AOF Redis."""
     return aof_redis_server.url
-
-
-def forget(url: str, execution: str, *, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
-    """``records forget SLUG EXECUTION`` as a user runs it in the controller's Pod (its Redis, and
-    the API server, which it may ask whether the Execution that owns the records still exists)."""
-    env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": url, "KUBECONFIG": str(kubeconfig)}
-    return subprocess.run(
-        [sys.executable, "-m", "agentihooks_swarm", "records", "forget", SLUG, execution],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
 
 
 async def replication_id(url: str) -> str:
@@ -165,7 +147,9 @@ async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_wor
         return name not in await executions_left(admin_api, namespace)
 
     await watching.eventually(gone, what="the first Execution gone", operator=process, timeout=60)
-    freed = forget(redis_url, name, kubeconfig=control_plane.kubeconfig)
+    freed = commands.records_forget(
+        slug=SLUG, execution=name, redis_url=redis_url, kubeconfig=control_plane.kubeconfig
+    )
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
     assert await records_of(redis_url, name) == {}
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ from kubernetes_asyncio import client, watch as kwatch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from agentihooks_swarm.kubernetes import labels
-from tests.support import builders, pods, watching
+from tests.support import builders, commands, pods, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.marked_workers import (
@@ -167,23 +164,6 @@ async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_c
     assert await worker_pods(admin_api, namespace) == []
 
 
-def forget(
-    redis_url: str, execution: str, *, kubeconfig: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    # forget asks the API server whether the Execution that owns the records still exists.
-    env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
-    if kubeconfig is not None:
-        env["KUBECONFIG"] = str(kubeconfig)
-    return subprocess.run(
-        [sys.executable, "-m", "agentihooks_swarm", "records", "forget", SLUG, execution],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize("outcome", ["refused", "failed"])
 async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgotten(
     admin_api: client.ApiClient,
@@ -231,7 +211,9 @@ async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgot
         admin_api, namespace=namespace, name=name, reasons={"NameInUse"}, operator=process
     )
     # Freed, and asked to launch again: it runs its own attempt, with its own records.
-    freed = forget(redis_url, name, kubeconfig=control_plane.kubeconfig)
+    freed = commands.records_forget(
+        slug=SLUG, execution=name, redis_url=redis_url, kubeconfig=control_plane.kubeconfig
+    )
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
     await watching.merge_patch(
         admin_api,

@@ -4,9 +4,7 @@ Execution that owns its records (by UID) is gone, and says which one holds it.""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import records, store as store_
 from agentihooks_swarm.storage import operations
-from tests.support import builders, watching
+from tests.support import builders, commands, watching
 from tests.support.cluster import ControlPlane
 from tests.support.proxy import FaultProxy
 
@@ -26,14 +24,13 @@ SLUG = "forgetful"
 async def forget(
     *, redis_url: str, kubeconfig: Path | None, execution: str, force: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m agentihooks_swarm records forget SLUG EXECUTION`` as a person runs it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTIHOOKS_SWARM_", "KUBECONFIG"))}
-    env["AGENTIHOOKS_SWARM_REDIS_URL"] = redis_url
-    # Without a kubeconfig, no in-cluster account either: the API server cannot be asked.
-    env["KUBECONFIG"] = str(kubeconfig) if kubeconfig is not None else "/nonexistent/kubeconfig"
-    args = [sys.executable, "-m", "agentihooks_swarm", "records", "forget", SLUG, execution]
     return await asyncio.to_thread(
-        subprocess.run, [*args, *(["--force"] if force else [])], env=env, capture_output=True, text=True
+        commands.records_forget,
+        slug=SLUG,
+        execution=execution,
+        redis_url=redis_url,
+        kubeconfig=kubeconfig,
+        force=force,
     )
 
 

@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 import kopf
 
 from agentihooks_swarm import errors, resources, serving, settings as settings_
-from agentihooks_swarm.lifecycle import launch, status as status_
+from agentihooks_swarm.lifecycle import status as status_
+from agentihooks_swarm.swarm import relaunch
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +65,7 @@ def register(
         try:
             nudged = await on_loop(
                 now,
-                launch.relaunch_after_swarm_change(
-                    client=now.app.pods, namespace=namespace, swarm=dict(body)
-                ),
+                relaunch.after_swarm_change(client=now.app.pods, namespace=namespace, swarm=dict(body)),
             )
         except errors.ApiError as e:  # The next event, or a restart's listing, tries again.
             logger.warning("Could not relaunch the Executions refused for an older Swarm: %s", e)

@@ -96,7 +96,7 @@ class Report:
         logged = counts["records restored (logged)"]
         kinds = ", ".join(
             f"{kind} {counts[f'records restored (logged): {kind}']}"
-            for kind in ("startup", "journal", "retained")
+            for kind in ("startup", "journal", "retained", "owner")
             if counts[f"records restored (logged): {kind}"]
         )
         scraped = _listed(metrics)

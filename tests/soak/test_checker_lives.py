@@ -213,6 +213,15 @@ def test_a_record_put_back_is_judged_against_the_name_at_the_end() -> None:
     assert _findings(absent) == [(7, "unchecked")]
 
 
+def test_an_owner_claim_put_back_is_judged_by_whose_life_owns_the_name_at_the_end() -> None:
+    claim = Restore(kind="owner", slug=SLUG, execution=NAME, at=14.0, replica="a")
+    match = _names(_launch("p-new"), {(SLUG, NAME): "new"}, [claim])
+    assert _findings(match) == []
+    assert match.counts["records restored that match (the owner is their life, never a forgotten one)"] == 1
+    forgotten = _names(_launch("p-new"), {(SLUG, NAME): "old"}, [claim])
+    assert (7, "violated") in _findings(forgotten)
+
+
 def test_redis_unread_at_the_end_leaves_rule_7_unchecked() -> None:
     verdicts = rules.judge_names(
         _pods(), [], {}, attributed={}, forgets=[_forgotten(before=[])], redis_read=False

@@ -59,11 +59,13 @@ from tests.soak.checker.model import (
 #: Rule 8: how long after the checker saw an Execution ``Done`` its worker's delete may be seen (the
 #: Pods and the Executions come in two watches; the delete happens first).
 DONE_SLACK = 10.0
-#: Which stored record a restore of each kind writes (a journal entry may be retained since).
+#: Which stored record a restore of each kind writes (a journal entry may be retained since); an
+#: owner claim holds no capture: only whose life it is counts.
 RESTORED_IN: Final[Mapping[str, tuple[str, ...]]] = {
     "startup": ("launch",),
     "journal": ("journal", "retained"),
     "retained": ("retained",),
+    "owner": (),
 }
 
 
@@ -537,7 +539,7 @@ def _judge_restores(
         held = [
             c
             for c in by_name.get((restore.slug, restore.execution), [])
-            if c.where in RESTORED_IN[restore.kind]
+            if c.where in RESTORED_IN.get(restore.kind, ())
         ]
         wrong = [
             c

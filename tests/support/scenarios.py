@@ -210,7 +210,9 @@ class RealKubelet:
 
     def waiting_reasons(self, scenario: Scenario) -> set[str]:
         if scenario.failure_class == records.FailureClass.IMAGE_PULL:
-            return {"ErrImagePull", "ImagePullBackOff"}  # whichever the kubelet last reported
+            # Whichever the kubelet last reported; on a busy node the 3 s deadline can come while
+            # it still creates the sandbox, before its first pull (the class comes from its Events).
+            return {"ErrImagePull", "ImagePullBackOff", "ContainerCreating"}
         return {scenario.waiting_reason} if scenario.waiting_reason else set()
 
     def events(self, scenario: Scenario) -> tuple[KubeletEvent, ...]:

@@ -81,15 +81,11 @@ class Written:
     #: The name's owner claim (``execution-owners``, JSON) as stored when the record was written;
     #: empty when the name had none (records of a version before owners).
     owner: str = ""
-
-    @property
-    def uid(self) -> str:
-        """The UID of the Execution whose life wrote the record ("" when not known)."""
-        return owner_uid(self.owner)
-
-    @property
-    def size(self) -> int:
-        return len(self.raw.encode()) + len(self.owner.encode())
+    #: The UID of the Execution whose life wrote the record ("" when not known): the owner's, read
+    #: once (each later note of the same record compares it).
+    uid: str = ""
+    #: Bytes kept (the record and its owner claim), counted once for the byte bound.
+    size: int = 0
 
 
 def owner_uid(owner: str) -> str:
@@ -137,7 +133,16 @@ class Recent:
             self._drop(("journal", slug, execution))
         key = (kind, slug, execution)
         self._drop(key)
-        written = Written(kind=kind, slug=slug, execution=execution, raw=raw, at=self._clock(), owner=owner)
+        written = Written(
+            kind=kind,
+            slug=slug,
+            execution=execution,
+            raw=raw,
+            at=self._clock(),
+            owner=owner,
+            uid=uid,
+            size=len(raw.encode()) + len(owner.encode()),
+        )
         self._items[key] = written
         self._bytes += written.size
         self._prune()

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.support.fixtures_cluster",
     "tests.support.fixtures_services",
     "tests.support.fixtures_operator",
+    "tests.support.fixtures_rig",
 ]
 
 

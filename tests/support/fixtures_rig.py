@@ -1,0 +1,129 @@
+"""pytest fixture ``rig``: what an in-process test of one step works with, in one argument.
+
+The integration tests run the operator's launch, capture and cleanup code in the test's own event
+loop against the real API server (through the fault proxy) and the real Redis. Each used to take
+the same seven fixtures and repeat the same few moves (plant a refused worker, open a runtime on
+the proxy, run launch removal, read the capture); :class:`Rig` holds the fixtures and names the
+moves, so a test says only what is its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import records
+from agentihooks_swarm.lifecycle import launch, model
+from agentihooks_swarm.storage import operations
+from tests.support import pods, rbac
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.planting import SLUG, attempt_for, plant_pod, remove
+from tests.support.proxy import FaultProxy
+
+__all__ = ["Rig", "rig"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Rig:
+    api: client.ApiClient
+    """The admin's client, straight to the API server (planting and checking, never the code under test)."""
+    cluster: ControlPlane
+    namespace: str
+    """The test's own namespace."""
+    proxy: FaultProxy
+    """The fault proxy in front of the API server, in the test's event loop."""
+    kubeconfig: Path
+    """The admin's kubeconfig through :attr:`proxy`: what the code under test uses by default."""
+    runtime_for: RuntimeFactory
+    store: operations.AsyncStore
+    """The operator's store on the test's empty Redis."""
+    tmp_path: Path
+
+    def attempt(self, *, execution: str = "e1", generation: int = 1) -> model.Attempt:
+        """An attempt of the ``proof`` Swarm in this namespace."""
+        return attempt_for(self.namespace, execution=execution, generation=generation)
+
+    async def plant(self, attempt: model.Attempt, **behaviour: Any) -> dict[str, Any]:
+        """``attempt``'s worker Pod, driven by kwok (see :func:`planting.plant_pod`); returns it raw."""
+        return await plant_pod(self.api, self.cluster, attempt=attempt, **behaviour)
+
+    async def plant_log(self, attempt: model.Attempt, *, container: str, content: bytes) -> None:
+        await pods.plant_log(
+            cluster=self.cluster,
+            namespace=self.namespace,
+            pod=attempt.pod_name,
+            container=container,
+            content=content,
+        )
+
+    def runtime(
+        self, *, kubeconfig: Path | None = None, recorder: bool = True, timeout: float = 3.0
+    ) -> contextlib.AbstractAsyncContextManager[model.Runtime]:
+        """The operator's runtime, through the proxy unless another ``kubeconfig`` is given."""
+        return self.runtime_for(kubeconfig or self.kubeconfig, recorder=recorder, timeout=timeout)
+
+    async def remove(
+        self, attempt: model.Attempt, pod: Mapping[str, Any], *, timeout: float = 3.0
+    ) -> launch.Removal:
+        """Launch removal of ``pod`` (by its UID) in a runtime of its own, through the proxy."""
+        async with self.runtime(timeout=timeout) as runtime:
+            return await remove(runtime, attempt, pod["metadata"]["uid"])
+
+    async def exists(self, attempt: model.Attempt) -> bool:
+        """Whether ``attempt``'s worker Pod is still there."""
+        return await pods.pod_exists(self.api, namespace=self.namespace, name=attempt.pod_name)
+
+    async def startup(self, *, execution: str = "e1") -> records.StartupRecord | None:
+        """The launch capture stored for ``execution``, if any."""
+        return await self.store.read_startup(slug=SLUG, execution=execution)
+
+    async def service_account(self, *, name: str, rules: Sequence[Mapping[str, Any]]) -> Path:
+        """A kubeconfig straight to the API server as a ServiceAccount with exactly ``rules``."""
+        return await rbac.service_account_with_rules(
+            self.api,
+            self.cluster,
+            namespace=self.namespace,
+            name=name,
+            kubeconfig=self.tmp_path / f"{name}.kubeconfig",
+            rules=rules,
+        )
+
+    def fault(self, fault: str, *, path: str, method: str | None = None, times: int | None = None) -> None:
+        """Make the proxy answer matching requests with ``fault``: ``"timeout"`` (never answered),
+        ``"reset"`` (the connection aborted) or an HTTP status (``"503"``)."""
+        if fault == "timeout":
+            self.proxy.hang(method=method, path=path, times=times)
+        elif fault == "reset":
+            self.proxy.reset(method=method, path=path, times=times)
+        else:
+            self.proxy.fail(status=int(fault), method=method, path=path, times=times)
+
+
+@pytest.fixture
+def rig(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    fault_proxy: FaultProxy,
+    proxy_kubeconfig: Path,
+    runtime_for: RuntimeFactory,
+    store: operations.AsyncStore,
+    tmp_path: Path,
+) -> Rig:
+    return Rig(
+        api=admin_api,
+        cluster=control_plane,
+        namespace=namespace,
+        proxy=fault_proxy,
+        kubeconfig=proxy_kubeconfig,
+        runtime_for=runtime_for,
+        store=store,
+        tmp_path=tmp_path,
+    )

@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-CLUSTER := $(PY) -m tests.support.cluster
+CLUSTER := $(PY) -m tests.tools.cluster
 PYTEST_ARGS ?=
 # Material for MkDocs prints a notice about its future on every build; the notice is not a warning
 # of this site, so it is turned off for lint's output.
@@ -42,9 +42,9 @@ system-deps: ## Install every Debian package the tests use when absent: system-d
 
 .PHONY: binaries
 binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… from source, once, into ~/.cache/agentihooks-swarm (first run: about 12 min on 2 free cores)
-	@tests/cluster/build.sh
+	@tests/tools/binaries/build.sh
 
-SHELL_SCRIPTS := $(wildcard tests/*/*.sh charts/*/hack/*.sh) .ci/run
+SHELL_SCRIPTS := $(wildcard tests/*/*.sh tests/tools/*/*.sh charts/*/hack/*.sh) .ci/run
 
 .PHONY: lint
 lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, shellcheck, the CRD, docs and version drift checks, mkdocs build --strict
@@ -53,13 +53,13 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, shellcheck, the CRD,
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck -x $(SHELL_SCRIPTS)
 	charts/agentihooks-swarm/hack/check-crds.sh
-	$(PY) -m tests.support.docs --check
-	$(PY) -m tests.support.version --check
+	$(PY) -m tests.tools.docs --check
+	$(PY) -m tests.tools.version --check
 	$(MKDOCS) build --strict --quiet
 
 .PHONY: docs
 docs: $(STAMP) ## Regenerate the docs' reference pages (CRDs, settings, Helm values, metrics, runbooks' index) from the code
-	$(PY) -m tests.support.docs
+	$(PY) -m tests.tools.docs
 
 .PHONY: docs-serve
 docs-serve: $(STAMP) ## Serve the documentation site at http://127.0.0.1:8000, rebuilt on each edit
@@ -67,7 +67,7 @@ docs-serve: $(STAMP) ## Serve the documentation site at http://127.0.0.1:8000, r
 
 .PHONY: version
 version: $(STAMP) ## Write pyproject.toml's version into Chart.yaml (version, appVersion) and the docs' image tags
-	$(PY) -m tests.support.version
+	$(PY) -m tests.tools.version
 
 .PHONY: manifests
 manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)
@@ -79,7 +79,7 @@ test: $(STAMP) system-deps binaries lint ## Everything CI runs: lint, unit, inte
 
 .PHONY: check
 check: $(STAMP) system-deps-kwok lint ## The edit-test loop (under 2 min warm): lint, unit tests, and the smoke test on the real API server
-	@tests/cluster/build.sh --for kwok >/dev/null
+	@tests/tools/binaries/build.sh --for kwok >/dev/null
 	$(PY) -m pytest -q -m "smoke or not integration" tests/unit tests/integration $(PYTEST_ARGS)
 
 .PHONY: test-unit
@@ -100,13 +100,13 @@ cluster-status: $(STAMP) ## Is the local control plane running?
 
 .PHONY: demo
 demo: demo-intro $(STAMP) system-deps-kwok ## Plant a refused worker, run the operator, print the stored evidence (first run: builds the control plane from source, about 10 to 15 min)
-	@tests/cluster/build.sh --for kwok >/dev/null
-	@$(PY) -m tests.support.demo
+	@tests/tools/binaries/build.sh --for kwok >/dev/null
+	@$(PY) -m tests.tools.demo
 
 # Says up front what the first run costs (make runs a target's prerequisites in order).
 .PHONY: demo-intro
 demo-intro:
-	@if tests/cluster/build.sh --for kwok --check >/dev/null; then \
+	@if tests/tools/binaries/build.sh --for kwok --check >/dev/null; then \
 	  echo "make demo: about half a minute"; \
 	else \
 	  echo "make demo: the first run builds the control plane (Kubernetes, etcd, kwok) from source: about 10 to 15 min on 2 free cores, once (cached in $${AGENTIHOOKS_SWARM_CACHE:-~/.cache/agentihooks-swarm}); later runs take about half a minute"; \

@@ -1,6 +1,6 @@
 """Rendering the chart with the real ``helm`` binary, for the tests in this folder.
 
-``helm`` comes from ``tests/cluster/build.sh`` (it prints the bin directory; the build runs once
+``helm`` comes from ``tests/tools/binaries/build.sh`` (it prints the bin directory; the build runs once
 and is cached). :class:`Chart` renders ``charts/agentihooks-swarm`` with a values mapping and
 returns the parsed objects; an invalid values set returns helm's error instead.
 """
@@ -19,7 +19,7 @@ import yaml
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 CHART_DIR: Final = REPO_ROOT / "charts" / "agentihooks-swarm"
-BUILD_SCRIPT: Final = REPO_ROOT / "tests" / "cluster" / "build.sh"
+BUILD_SCRIPT: Final = REPO_ROOT / "tests" / "tools" / "binaries" / "build.sh"
 RELEASE: Final = "rel"
 NAMESPACE: Final = "ns"
 

@@ -18,7 +18,7 @@ import yaml
 
 from agentihooks_swarm import metrics
 from tests.chart.conftest import CHART_DIR, REPO_ROOT, Chart, RenderError
-from tests.support.docs import runbooks
+from tests.tools.docs import runbooks
 
 RULES: Final = CHART_DIR / "files" / "alerts.yaml"
 DASHBOARD: Final = CHART_DIR / "files" / "dashboard.json"

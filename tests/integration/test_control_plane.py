@@ -279,7 +279,7 @@ async def test_kwok_serves_every_log_of_bursts_planted_while_logs_are_read(
 ) -> None:
     """kwok v0.8.0 could cache its list of Logs objects under a version its informer sets before
     the newest object is in its store: a log read in between left the newest objects unserved
-    until another Logs object changed (tests/cluster/_kwok/dynamic.go). Log reads during bursts of
+    until another Logs object changed (tests/tools/binaries/_kwok/dynamic.go). Log reads during bursts of
     new Logs objects made that happen to the last objects of some bursts (not every run: it is a
     race); the kwok built here serves every one of them."""
     stop = threading.Event()

@@ -7,7 +7,7 @@ Load with ``pytest_plugins = ["tests.support.fixtures_cluster"]`` (or ``-p``). F
     node (containerd + kubelet, real containers; root), every other test the kwok node. Each
     kind is started once per session (binaries and images are built at collection time, before
     any test's timeout starts) and stopped at its end. With ``AGENTIHOOKS_SWARM_CLUSTER_STATE``
-    set (``eval "$(python -m tests.support.cluster env)"`` after ``cluster up``), the running CLI
+    set (``eval "$(python -m tests.tools.cluster env)"`` after ``cluster up``), the running CLI
     cluster is reused for tests of its kind and left running.
 ``namespace`` (function) -> ``str``
     A fresh namespace, Pod Security ``enforce: baseline`` unless the test is marked

@@ -32,9 +32,7 @@ A build prints one line per image it builds (``[2/3] operator image ... 2m10s``)
 tools' output to ``images/build.log`` under the cache, whose last lines a failure shows; a warm
 call prints nothing.
 
-Command line::
-
-    python -m tests.support.images          # build what is missing; print "REF TAR" per image
+Command line: ``python -m tests.tools.images`` builds what is missing and prints "REF TAR" per image.
 """
 
 from __future__ import annotations
@@ -50,7 +48,6 @@ import secrets
 import shutil
 import sys
 import tarfile
-import time
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -687,15 +684,3 @@ def _member(tar: tarfile.TarFile, name: str) -> io.BufferedReader:
     if data is None:
         raise ImageError(f"{tar.name!r} has no file {name}")
     return data  # type: ignore[return-value]
-
-
-def _main() -> int:
-    started = time.monotonic()
-    for ref, path in all_images().items():
-        print(ref, path)
-    print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

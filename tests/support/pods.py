@@ -63,7 +63,7 @@ store. A log request in between (any Pod's; kube-apiserver's, or a wait for a pl
 the list without the new object under the new version, and kwok answered from it ("no logs" or
 the fallback's empty log) until some other Logs object changed: forever in a quiet cluster. It
 struck most often at the last objects of a burst (``plant_shared_log``) and at kwok's start (the
-readiness log). kwok is built with that fixed (``tests/cluster/_kwok/dynamic.go``);
+readiness log). kwok is built with that fixed (``tests/tools/binaries/_kwok/dynamic.go``);
 ``tests/integration/test_control_plane.py`` plants bursts while logs are read.
 
 What ``GET pods/{name}/log?tailLines=200&limitBytes=65536&timestamps=true`` returns (measured by

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from agentihooks_swarm import metrics, settings
-from tests.support import docs
-from tests.support.docs import markdown, runbooks, values
+from tests.tools import docs
+from tests.tools.docs import markdown, runbooks, values
 
 
 def copy_pages(root: Path) -> None:

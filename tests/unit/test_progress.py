@@ -204,7 +204,7 @@ def test_the_shell_scripts_parse() -> None:
     scripts = [
         SHELL_HELPER,
         SHELL_HELPER.with_name("system-deps.sh"),
-        SHELL_HELPER.parents[1] / "cluster" / "build.sh",
+        SHELL_HELPER.parents[1] / "tools" / "binaries" / "build.sh",
     ]
     for script in scripts:
         done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)

@@ -3,10 +3,14 @@ folder under ``tests/`` imports only from its own folder and from ``tests/suppor
 helpers' home; and no module imports a test module (``test_*.py``), so what two test modules share
 lives in a helper module.
 
-The tools (``tests/bench``, ``tests/soak``) are not tiers: a tool imports ``tests/support`` and no
-tier (the soak also uses the bench's API client), and a tool's own tests beside it may import it.
-Of the tiers, only ``tests/unit`` imports a tool, to unit-test its pure parts: those tests stay in
-``tests/unit``, which ``make check`` and ``make test-unit`` run.
+The tools are not tiers: the benchmarks (``tests/bench``), the soak (``tests/soak``), and the tools
+with their own entry points in ``tests/tools`` (the cluster CLI, the demo, the docs generator, the
+version writer, the image builder's command line). A tool imports ``tests/support`` and no tier
+(the soak also uses the bench's API client), and a tool's own tests beside it may import it; the
+support imports no tool. Of the tiers, ``tests/unit`` imports a tool to unit-test its pure parts
+(those tests stay in ``tests/unit``, which ``make check`` and ``make test-unit`` run), and
+``tests/chart`` imports the docs generator's runbooks: the rendered alerts must link the pages it
+checks.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 TIERS = frozenset({"unit", "integration", "e2e", "faults", "fuzz", "realnode", "chart", "images"})
-TOOLS = frozenset({"bench", "soak"})
+TOOLS = frozenset({"bench", "soak", "tools"})
 SUPPORT = "support"
 #: What a folder may import besides itself and ``tests/support``. ``""`` is ``tests/`` itself
 #: (its ``conftest.py``).
@@ -24,7 +28,9 @@ ALSO: dict[str, frozenset[str]] = {
     **{tier: frozenset() for tier in TIERS},
     "unit": TOOLS,  # a tool's pure parts are unit-tested here
     "bench": frozenset(),
+    "chart": frozenset({"tools"}),  # the alerts' runbook links, as the docs generator checks them
     "soak": frozenset({"bench"}),  # the soak's watch and workload use the bench's API client
+    "tools": frozenset(),
     SUPPORT: frozenset(),
     "": frozenset(),
 }
@@ -149,3 +155,8 @@ def test_the_rule_allows_support_a_tools_own_tests_and_unit_tests_of_a_tool() ->
     assert not _allowed("tests.bench.run", "tests.e2e.conftest")
     assert not _allowed("tests.bench.run", "tests.soak.plan")
     assert not _allowed("tests.support.pods", "tests.unit.test_a")
+    assert _allowed("tests.tools.demo", "tests.support.pods")
+    assert _allowed("tests.unit.test_docs", "tests.tools.docs.markdown")
+    assert not _allowed("tests.support.cluster", "tests.tools.cluster")
+    assert not _allowed("tests.integration.test_a", "tests.tools.docs")
+    assert not _allowed("tests.tools.demo", "tests.e2e.conftest")

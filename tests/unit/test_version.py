@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support import version
+from tests.tools import version
 
 CHART = """apiVersion: v2
 name: agentihooks-swarm

@@ -10,7 +10,8 @@ Modules, each named for the part it starts or keeps:
 * :mod:`.host` — what a real node changes on this machine, recorded and put back.
 * :mod:`.nodes` — the one place that decides which node a cluster gets.
 * :mod:`.processes` — child processes, waits and readable errors.
-* :mod:`.cli` — ``python -m tests.support.cluster up|down|status|env [--node kwok|real]``.
+* :mod:`.detached` — a cluster that outlives the command that started it, found by its state file
+  (``python -m tests.tools.cluster up|down|status|env [--node kwok|real]`` is its command line).
 
 Library use::
 
@@ -25,7 +26,6 @@ its containers, then restores the machine), an ``atexit`` hook stops any cluster
 and children get ``PR_SET_PDEATHSIG`` so they die with the process that started them.
 """
 
-from tests.support.cluster.cli import STATE_ENV, STATE_FILE, main, named_cluster, state_dir
 from tests.support.cluster.control_plane import (
     KUBERNETES_VERSION,
     POD_CIDR,
@@ -36,6 +36,7 @@ from tests.support.cluster.control_plane import (
     condition_true,
     start,
 )
+from tests.support.cluster.detached import STATE_ENV, STATE_FILE, named_cluster, state_dir
 from tests.support.cluster.kwok_node import EMPTY_LOG, NODE_NAME, READINESS_LOG_PATH
 from tests.support.cluster.pki import ADMIN_USER, write_kubeconfig
 from tests.support.cluster.processes import ClusterError
@@ -55,7 +56,6 @@ __all__ = [
     "NodeKind",
     "build",
     "condition_true",
-    "main",
     "named_cluster",
     "start",
     "state_dir",

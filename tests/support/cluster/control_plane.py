@@ -1,5 +1,5 @@
 """The control plane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler, from the
-binaries ``tests/cluster/build.sh`` builds, with all state in one work directory; then one node
+binaries ``tests/tools/binaries/build.sh`` builds, with all state in one work directory; then one node
 (:mod:`.kwok_node` or :mod:`.real_node`, see :func:`start`).
 
 * kube-apiserver runs with ``--authorization-mode=Node,RBAC``, the PodSecurity and
@@ -49,7 +49,7 @@ from tests.support.cluster.processes import (
 )
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[3]
-BUILD_SCRIPT: Final = REPO_ROOT / "tests" / "cluster" / "build.sh"
+BUILD_SCRIPT: Final = REPO_ROOT / "tests" / "tools" / "binaries" / "build.sh"
 KUBERNETES_VERSION: Final = "v1.37.2"
 SERVICE_ACCOUNT_ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CIDR: Final = "10.96.0.0/16"
@@ -78,7 +78,7 @@ _REAL_NODE_CONTROLLERS: Final = (
 
 
 def build(*, quiet: bool = False, only: NodeKind | None = None) -> Path:
-    """Build the binaries (once; cached) with ``tests/cluster/build.sh`` and return the bin dir;
+    """Build the binaries (once; cached) with ``tests/tools/binaries/build.sh`` and return the bin dir;
     ``only="kwok"`` builds only what a kwok cluster runs (no kubelet, kube-proxy, CoreDNS, helm)."""
     result = subprocess.run(
         ["bash", str(BUILD_SCRIPT), *(["--for", "kwok"] if only == "kwok" else [])],

@@ -7,7 +7,7 @@ under :data:`CGROUP_ROOT`, mounts (container root filesystems, Pod volumes, netw
 and a few well-known directories. :func:`claim` records the machine's state in
 :data:`CLAIM_FILE` before any of that happens and makes the changes the node needs;
 :func:`release` puts everything back. A claim left by a run that was killed is released by the
-next :func:`claim` (or ``python -m tests.support.cluster down``), so a killed run leaves nothing
+next :func:`claim` (or ``python -m tests.tools.cluster down``), so a killed run leaves nothing
 behind for longer than until the next start.
 
 Only one real node runs on a machine at a time: it owns :data:`NODE_IP` and these host settings.
@@ -134,7 +134,7 @@ def claim(*, workdir: Path) -> None:
         if running:
             raise ClusterError(
                 f"a real node is already running from {other} (owner pid {owner or 'none: detached'}); "
-                "stop it (python -m tests.support.cluster down) before starting another"
+                "stop it (python -m tests.tools.cluster down) before starting another"
             )
         release(workdir=other)
     state = snapshot()

@@ -166,7 +166,7 @@ def _popen(
     except FileNotFoundError:
         raise ClusterError(
             f"{name}: {argv[0]} is not there. The cluster's own binaries come from 'make binaries'"
-            " (tests/cluster/build.sh); containerd and the real node's other programs from"
+            " (tests/tools/binaries/build.sh); containerd and the real node's other programs from"
             " 'make system-deps' (as root)"
         ) from None
 

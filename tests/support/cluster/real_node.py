@@ -2,7 +2,7 @@
 kube-proxy (nftables mode) and CoreDNS as the cluster's Service network and DNS.
 
 Every program comes from Debian's packages (containerd, runc, the CNI plugins; installed by
-:func:`ensure_packages`) or from ``tests/cluster/build.sh`` (kubelet, kube-proxy, CoreDNS), with
+:func:`ensure_packages`) or from ``tests/tools/binaries/build.sh`` (kubelet, kube-proxy, CoreDNS), with
 its state below the cluster's work directory. What it changes on the machine itself is recorded
 and put back by :mod:`.host`.
 

@@ -1,5 +1,6 @@
-"""``python -m tests.support.cluster up|down|status|env [--node kwok|real]``: a detached cluster
-for a person (``make cluster-up``, ``make demo``), with its state in :func:`state_dir`."""
+"""``python -m tests.tools.cluster up|down|status|env [--node kwok|real]``: a detached cluster
+for a person (``make cluster-up``, ``make demo``), with its state in
+:func:`~tests.support.cluster.detached.state_dir`."""
 
 from __future__ import annotations
 
@@ -10,63 +11,11 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Final
 
 from tests.support.cluster import host, nodes
 from tests.support.cluster.control_plane import ControlPlane
+from tests.support.cluster.detached import STATE_ENV, STATE_FILE, load_state, state_dir
 from tests.support.cluster.processes import ClusterError
-
-STATE_FILE: Final = "state.json"
-#: Set to a state file written by ``up`` to make the pytest fixtures reuse that running cluster.
-STATE_ENV: Final = "AGENTIHOOKS_SWARM_CLUSTER_STATE"
-
-
-def state_dir() -> Path:
-    """``${TMPDIR:-/tmp}/agentihooks-swarm-cluster``: where the CLI keeps a detached cluster."""
-    return Path(os.environ.get("TMPDIR") or "/tmp") / "agentihooks-swarm-cluster"
-
-
-def named_cluster(*, kind: nodes.NodeKind | None = None) -> ControlPlane | None:
-    """The running cluster :data:`STATE_ENV` names (``eval "$(… cluster env)"`` sets it), or None
-    when it is unset or names a cluster of another ``kind``.
-
-    A variable left from a cluster since stopped, or a cluster that does not answer, is a
-    :class:`ClusterError` that names the variable and says what to do.
-    """
-    state = os.environ.get(STATE_ENV)
-    if not state:
-        return None
-    again = 'make cluster-up && eval "$(.venv/bin/python -m tests.support.cluster env)"'
-    try:
-        plane = ControlPlane.load(Path(state))
-    except FileNotFoundError:
-        raise ClusterError(
-            f"{STATE_ENV}={state}, but that file is gone: the cluster it named was stopped (make"
-            f" cluster-down) after it was set. Run 'unset {STATE_ENV}' and the tests start a cluster"
-            f" of their own, or start one and point at it again: {again}"
-        ) from None
-    except (OSError, ValueError, KeyError) as error:
-        raise ClusterError(
-            f"{STATE_ENV}={state}: not a cluster state file ({error!r}). Run 'unset {STATE_ENV}',"
-            f" or start a cluster and point at it again: {again}"
-        ) from error
-    if kind is not None and plane.node_kind != kind:
-        return None
-    if not plane.healthy():
-        raise ClusterError(
-            f"{STATE_ENV}={state} names a cluster that does not answer ('make cluster-status' shows"
-            f" what is down). Run 'unset {STATE_ENV}' and the tests start a cluster of their own, or"
-            f" start it again: make cluster-down && {again}"
-        )
-    return plane
-
-
-def _load_state() -> ControlPlane | None:
-    path = state_dir() / STATE_FILE
-    if not path.exists():
-        return None
-    return ControlPlane.load(path)
 
 
 def _env_lines(plane: ControlPlane) -> list[str]:
@@ -78,7 +27,7 @@ def _env_lines(plane: ControlPlane) -> list[str]:
 
 
 def _cli_up(node: nodes.NodeKind) -> int:
-    existing = _load_state()
+    existing = load_state()
     if existing is not None:
         if existing.healthy() and existing.node_kind == node:
             print(existing.kubeconfig)
@@ -100,7 +49,7 @@ def _cli_up(node: nodes.NodeKind) -> int:
 
 def _cli_down(node: nodes.NodeKind) -> int:
     del node  # whatever kind is up
-    existing = _load_state()
+    existing = load_state()
     if existing is not None:
         existing.stop()
         leftovers = [c for c in existing.children if existing._owns(c)]
@@ -122,7 +71,7 @@ def _cli_down(node: nodes.NodeKind) -> int:
 
 def _cli_status(node: nodes.NodeKind) -> int:
     del node
-    existing = _load_state()
+    existing = load_state()
     if existing is None:
         print("cluster: not up")
         return 1
@@ -137,9 +86,9 @@ def _cli_status(node: nodes.NodeKind) -> int:
 
 def _cli_env(node: nodes.NodeKind) -> int:
     del node
-    existing = _load_state()
+    existing = load_state()
     if existing is None:
-        print("cluster: not up (run: python -m tests.support.cluster up)", file=sys.stderr)
+        print("cluster: not up (run: python -m tests.tools.cluster up)", file=sys.stderr)
         return 1
     print("\n".join(_env_lines(existing)))
     return 0
@@ -147,7 +96,7 @@ def _cli_env(node: nodes.NodeKind) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.support.cluster", description="The local test cluster, detached."
+        prog="python -m tests.tools.cluster", description="The local test cluster, detached."
     )
     parser.add_argument("command", choices=["up", "down", "status", "env"])
     parser.add_argument(
@@ -168,3 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterError as error:
         print(f"cluster: {error}", file=sys.stderr)
         return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,7 +16,7 @@ from typing import Final
 import prometheus_client
 
 from agentihooks_swarm import metrics
-from tests.support.docs import markdown
+from tests.tools.docs import markdown
 
 SOURCE: Final = Path(metrics.__file__)
 

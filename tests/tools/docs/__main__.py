@@ -1,16 +1,16 @@
-"""``python -m tests.support.docs [--check]``: write the generated documentation pages, or check them."""
+"""``python -m tests.tools.docs [--check]``: write the generated documentation pages, or check them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from tests.support import docs
-from tests.support.docs import runbooks
+from tests.tools import docs
+from tests.tools.docs import runbooks
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.support.docs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.tools.docs", description=__doc__)
     parser.add_argument(
         "--check",
         action="store_true",

@@ -9,6 +9,9 @@
 # pins) is completed by building only the missing binaries.
 # kwok is built from a copy of its module with one file replaced by _kwok/dynamic.go (which says
 # why), through a copy of go.mod that points sigs.k8s.io/kwok at it (go build -modfile).
+# The cache key hashes the files' contents, never their place in the repository, so moving this
+# folder keeps the cache; the modules' paths in go.mod (…/tests/cluster) are names, not locations,
+# and renaming them would change the key and rebuild every binary.
 #
 # A build prints one line per stage on stderr ("[3/12] kube-apiserver ... 4m10s"); the Go tool's
 # output goes to build.log beside the bin directory, and a failed stage prints that log's tail.
@@ -23,7 +26,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/support/progress.sh
-source "$here/../support/progress.sh"
+source "$here/../../support/progress.sh"
 cache_root="${AGENTIHOOKS_SWARM_CACHE:-$HOME/.cache/agentihooks-swarm}"
 kube_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd kwok helm)
 dns_tools=(coredns)

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import yaml
 
-from tests.support.docs import markdown
+from tests.tools.docs import markdown
 
 REPO: Final = Path(__file__).resolve().parents[3]
 CHART: Final = REPO / "charts" / "agentihooks-swarm"

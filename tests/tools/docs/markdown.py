@@ -46,7 +46,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def generated(*, source: str) -> list[str]:
     """The note under each generated page's title: where it comes from and how to redo it."""
     return [
-        f"*Generated from {source} by `make docs` (`python -m tests.support.docs`); do not edit by "
+        f"*Generated from {source} by `make docs` (`python -m tests.tools.docs`); do not edit by "
         "hand: `make lint` fails when this page and its source disagree.*",
         "",
     ]

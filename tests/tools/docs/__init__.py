@@ -1,6 +1,6 @@
 """The documentation's generated reference pages, and the check that they match their sources.
 
-``python -m tests.support.docs`` (``make docs``) writes each page of :data:`PAGES` from the live
+``python -m tests.tools.docs`` (``make docs``) writes each page of :data:`PAGES` from the live
 code and files it documents: the CRD schemas, the ``Settings`` model, the chart's values and
 schema, the metrics registry and the alerts. ``--check`` (run by ``make lint``) writes nothing and
 fails, naming the page and the command, when a committed page differs from what its source gives
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from tests.support.docs import crds, metrics, runbooks, settings, values
+from tests.tools.docs import crds, metrics, runbooks, settings, values
 
 REPO: Final = Path(__file__).resolve().parents[3]
 COMMAND: Final = "make docs"
@@ -76,6 +76,6 @@ def stale(*, pages: Sequence[Page] = PAGES, root: Path = REPO) -> list[str]:
             excerpt = "\n".join(f"    {line}" for line in list(diff)[:12])
             found.append(
                 f"{page.path} is stale: {page.source} has changed under it. Run `{COMMAND}` "
-                f"(python -m tests.support.docs) and commit the page.\n{excerpt}"
+                f"(python -m tests.tools.docs) and commit the page.\n{excerpt}"
             )
     return found

@@ -1,4 +1,4 @@
-"""``python -m tests.support.version [--check]``: one version, written from ``pyproject.toml``.
+"""``python -m tests.tools.version [--check]``: one version, written from ``pyproject.toml``.
 
 The package's version in ``pyproject.toml`` is the one source. ``make version`` writes it into the
 chart (``Chart.yaml``'s ``version`` and ``appVersion``: the chart ships the operator, and
@@ -84,7 +84,7 @@ def write(*, root: Path = REPO) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.support.version", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.tools.version", description=__doc__)
     parser.add_argument("--check", action="store_true", help="write nothing; fail when a copy differs")
     args = parser.parse_args(argv)
     if not args.check:

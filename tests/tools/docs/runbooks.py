@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import yaml
 
-from tests.support.docs import markdown
+from tests.tools.docs import markdown
 
 REPO: Final = Path(__file__).resolve().parents[3]
 ALERTS: Final = REPO / "charts" / "agentihooks-swarm" / "files" / "alerts.yaml"

@@ -16,7 +16,7 @@ import annotated_types
 import pydantic
 
 from agentihooks_swarm import settings
-from tests.support.docs import markdown, values
+from tests.tools.docs import markdown, values
 
 _BOUNDS: Final = (
     (annotated_types.Gt, "gt", ">"),

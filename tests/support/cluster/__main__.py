@@ -1,5 +1,0 @@
-import sys
-
-from tests.support.cluster.cli import main
-
-sys.exit(main())

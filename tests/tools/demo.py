@@ -77,36 +77,49 @@ def demo(plane: ControlPlane, redis_url: str, workdir: Path) -> None:
     try:
         execution = f"refused-{int(time.time())}"
         pod = f"swarm-worker-{execution}-1"
-        step(f"a worker Pod that prints the refusal and exits 78: {pod}")
-        pods.plant_log_blocking(
-            cluster=plane, namespace=NAMESPACE, pod=pod, container="worker", content=PLANTED
-        )
-        manifest = pods.worker_pod(
-            name=pod,
-            namespace=NAMESPACE,
-            phase="Failed",
-            exit_code=78,
-            reason="Error",
-            labels={
-                "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{SLUG}",
-                "swarm.agentihooks.io/execution-id": execution,
-                "swarm.agentihooks.io/generation": "1",
-            },
-        )
-        kubectl(plane, "apply", "-f", "-", stdin=json.dumps(manifest))
-        kubectl(
-            plane,
-            "wait",
-            "-n",
-            NAMESPACE,
-            "--for=jsonpath={.status.phase}=Failed",
-            f"pod/{pod}",
-            "--timeout=60s",
-        )
-        print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod).rstrip())
+        _plant_refused_worker(plane=plane, execution=execution, pod=pod)
+        _refuse(plane=plane, execution=execution, pod=pod)
+        _show_what_kubectl_shows(plane=plane, execution=execution, pod=pod)
+        _show_the_record(redis_url=redis_url, execution=execution)
+        print("\nThe refused worker's Pod is gone; its exit state and last log lines are in Redis.")
+    finally:
+        operator.stop()
 
-        step("a Swarm registered for 'registered-project', and an Execution for 'outside-project'")
-        resources = f"""
+
+def _plant_refused_worker(*, plane: ControlPlane, execution: str, pod: str) -> None:
+    """A worker Pod of ``execution`` that printed the refusal and exited 78, as kwok plays it."""
+    step(f"a worker Pod that prints the refusal and exits 78: {pod}")
+    pods.plant_log_blocking(cluster=plane, namespace=NAMESPACE, pod=pod, container="worker", content=PLANTED)
+    manifest = pods.worker_pod(
+        name=pod,
+        namespace=NAMESPACE,
+        phase="Failed",
+        exit_code=78,
+        reason="Error",
+        labels={
+            "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{SLUG}",
+            "swarm.agentihooks.io/execution-id": execution,
+            "swarm.agentihooks.io/generation": "1",
+        },
+    )
+    kubectl(plane, "apply", "-f", "-", stdin=json.dumps(manifest))
+    kubectl(
+        plane,
+        "wait",
+        "-n",
+        NAMESPACE,
+        "--for=jsonpath={.status.phase}=Failed",
+        f"pod/{pod}",
+        "--timeout=60s",
+    )
+    print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod).rstrip())
+
+
+def _refuse(*, plane: ControlPlane, execution: str, pod: str) -> None:
+    """The Swarm and an Execution for a project it does not register; waits until launch removal
+    has taken the refused worker's Pod away."""
+    step("a Swarm registered for 'registered-project', and an Execution for 'outside-project'")
+    resources = f"""
 apiVersion: swarm.agentihooks.io/v1alpha1
 kind: Swarm
 metadata: {{name: {SLUG}, namespace: {NAMESPACE}}}
@@ -119,63 +132,48 @@ kind: Execution
 metadata: {{name: {execution}, namespace: {NAMESPACE}}}
 spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
 """
-        kubectl(plane, "apply", "-f", "-", stdin=resources)
-        wait(
-            "the pod to be removed",
-            lambda: not kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, "--ignore-not-found"),
-        )
-        step("kubectl get executions")
-        print(kubectl(plane, "get", "executions", "-n", NAMESPACE).rstrip())
-        step(f"kubectl get pod {pod}")
-        print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, check=False).strip() or "(gone)")
-        step(f"events on execution/{execution}")
-        wait(
-            "the events",
-            lambda: (
-                "StartupRefused"
-                in kubectl(
-                    plane,
-                    "get",
-                    "events",
-                    "-n",
-                    NAMESPACE,
-                    "--field-selector",
-                    f"involvedObject.name={execution}",
-                )
-            ),
-        )
-        print(
-            kubectl(
-                plane,
-                "get",
-                "events",
-                "-n",
-                NAMESPACE,
-                "--field-selector",
-                f"involvedObject.name={execution}",
-                "-o",
-                "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
-            ).rstrip()
-        )
-        step("the record, read with the documented command (python -c … SLUG EXECUTION)", gap=True)
-        env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
-        raw = subprocess.run(
-            [sys.executable, "-c", READ_COMMAND, SLUG, execution],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        print(raw.rstrip())
-        step(f"python -m agentihooks_swarm records startup {SLUG} {execution}", gap=True)
-        subprocess.run(
-            [sys.executable, "-m", "agentihooks_swarm", "records", "startup", SLUG, execution],
-            env=env,
-            check=True,
-        )
-        print("\nThe refused worker's Pod is gone; its exit state and last log lines are in Redis.")
-    finally:
-        operator.stop()
+    kubectl(plane, "apply", "-f", "-", stdin=resources)
+    wait(
+        "the pod to be removed",
+        lambda: not kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, "--ignore-not-found"),
+    )
+
+
+def _events(plane: ControlPlane, execution: str, *columns: str) -> str:
+    """``kubectl get events`` on the Execution, with ``-o …`` in ``columns`` when given."""
+    selector = f"involvedObject.name={execution}"
+    return kubectl(plane, "get", "events", "-n", NAMESPACE, "--field-selector", selector, *columns)
+
+
+def _show_what_kubectl_shows(*, plane: ControlPlane, execution: str, pod: str) -> None:
+    step("kubectl get executions")
+    print(kubectl(plane, "get", "executions", "-n", NAMESPACE).rstrip())
+    step(f"kubectl get pod {pod}")
+    print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, check=False).strip() or "(gone)")
+    step(f"events on execution/{execution}")
+    wait("the events", lambda: "StartupRefused" in _events(plane, execution))
+    columns = "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message"
+    print(_events(plane, execution, "-o", columns).rstrip())
+
+
+def _show_the_record(*, redis_url: str, execution: str) -> None:
+    """The stored record, read the two documented ways: the read command and ``records startup``."""
+    step("the record, read with the documented command (python -c … SLUG EXECUTION)", gap=True)
+    env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
+    raw = subprocess.run(
+        [sys.executable, "-c", READ_COMMAND, SLUG, execution],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    print(raw.rstrip())
+    step(f"python -m agentihooks_swarm records startup {SLUG} {execution}", gap=True)
+    subprocess.run(
+        [sys.executable, "-m", "agentihooks_swarm", "records", "startup", SLUG, execution],
+        env=env,
+        check=True,
+    )
 
 
 def main() -> int:

@@ -129,33 +129,24 @@ class Report:
         )
 
     def markdown(self) -> str:
+        lines = [f"# Soak, seed {self.seed}", "", "| | |", "| --- | --- |"]
+        lines += [f"| {name} | {value.replace('|', '/')} |" for name, value in self._rows()]
+        lines += ["", "Rules: " + "; ".join(f"({n}) {text}" for n, text in RULES.items()) + "."]
+        lines += self._findings()
+        lines += self._notes()
+        lines += ["", "Timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in self.timings.items()), ""]
+        return "\n".join(lines)
+
+    def _rows(self) -> list[tuple[str, str]]:
         counts = self.verdicts.counts
-        faults = self.ledger.counts()
-        failed = Counter(i.kind for i in self.ledger.injected if not i.ok)
-        violated = Counter(f.rule for f in self.verdicts.findings if f.verdict == "violated")
-        unchecked = Counter(f.rule for f in self.verdicts.findings if f.verdict == "unchecked")
-        agree = sum(1 for a in self.agreements if a.agrees)
-        rows = [
+        return [
             (
                 "seed",
                 f"`{self.seed}` (plan {self.digest}; replay: `python -m tests.soak --seed {self.seed} ...`)",
             ),
             ("operator under test", self.operator),
-            (
-                "faults injected",
-                f"**{self.faults_injected()}** of {self.planned_faults} planned, {self.fault_kinds()} kinds: "
-                + ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
-                + (f"; failed to inject: {dict(failed)}" if failed else ""),
-            ),
-            (
-                "Executions",
-                f"**{sum(self.tally.created.values())}** created of {self.planned_executions} planned: "
-                + ", ".join(f"{k} {v}" for k, v in sorted(self.tally.created.items()))
-                + f"; names used again {self.tally.reused}"
-                + (f" (skipped {len(self.tally.reuse_skipped)})" if self.tally.reuse_skipped else "")
-                + "; "
-                + ", ".join(f"{k} {v}" for k, v in sorted(self.tally.actions.items())),
-            ),
+            ("faults injected", self._faults()),
+            ("Executions", self._executions()),
             (
                 "Executions ended",
                 ", ".join(
@@ -166,18 +157,11 @@ class Report:
             ),
             ("worker Pods seen", str(counts["worker pods seen"])),
             ("refused Pods (gone)", str(counts["refused pods gone"])),
+            ("captures verified", self._captures()),
             (
-                "captures verified",
-                f"{counts['refused pods with their own capture']} refused Pods with their own capture "
-                f"({counts['captures verified by marker']} by marker, "
-                f"{counts['captures verified without logs (exit reasons only)']} exit reasons only); "
-                f"{counts['deletes with the capture already stored']} deletes seen with the capture stored; "
-                f"{counts['captured at launch and again by cleanup (launch kept the Pod)']} captured twice "
-                "(launch kept the Pod); "
-                f"{counts['pods that failed only once deleted (stopped by the delete)']} failed only once "
-                "deleted (not judged as refused)",
+                "read commands (spec) agree",
+                f"{sum(1 for a in self.agreements if a.agrees)} of {len(self.agreements)}",
             ),
-            ("read commands (spec) agree", f"{agree} of {len(self.agreements)}"),
             ("REDIS_MIN_REPLICAS", self._durability()),
             ("writes Redis lost (redis-lost-writes)", self._lost()),
             ("records put back by the operators", self._restored()),
@@ -188,28 +172,53 @@ class Report:
                 f"(bound {self.bound:.0f}s)",
             ),
             ("operator peak RSS", f"{counts['peak RSS MiB']} MiB (bound {self.rss_bound_mib:.0f} MiB)"),
-            (
-                "**violations**",
-                f"**{len(self.violations)}**"
-                + (
-                    ": " + ", ".join(f"rule {r}: {n}" for r, n in sorted(violated.items()))
-                    if violated
-                    else ""
-                ),
-            ),
-            (
-                "could not check",
-                str(sum(unchecked.values()))
-                + (
-                    ": " + ", ".join(f"rule {r}: {n}" for r, n in sorted(unchecked.items()))
-                    if unchecked
-                    else ""
-                ),
-            ),
+            ("**violations**", self._by_rule("violated", bold=True)),
+            ("could not check", self._by_rule("unchecked", bold=False)),
         ]
-        lines = [f"# Soak, seed {self.seed}", "", "| | |", "| --- | --- |"]
-        lines += [f"| {name} | {value.replace('|', '/')} |" for name, value in rows]
-        lines += ["", "Rules: " + "; ".join(f"({n}) {text}" for n, text in RULES.items()) + "."]
+
+    def _faults(self) -> str:
+        failed = Counter(i.kind for i in self.ledger.injected if not i.ok)
+        return (
+            f"**{self.faults_injected()}** of {self.planned_faults} planned, {self.fault_kinds()} kinds: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.ledger.counts().items()))
+            + (f"; failed to inject: {dict(failed)}" if failed else "")
+        )
+
+    def _executions(self) -> str:
+        tally = self.tally
+        return (
+            f"**{sum(tally.created.values())}** created of {self.planned_executions} planned: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(tally.created.items()))
+            + f"; names used again {tally.reused}"
+            + (f" (skipped {len(tally.reuse_skipped)})" if tally.reuse_skipped else "")
+            + "; "
+            + ", ".join(f"{k} {v}" for k, v in sorted(tally.actions.items()))
+        )
+
+    def _captures(self) -> str:
+        counts = self.verdicts.counts
+        return (
+            f"{counts['refused pods with their own capture']} refused Pods with their own capture "
+            f"({counts['captures verified by marker']} by marker, "
+            f"{counts['captures verified without logs (exit reasons only)']} exit reasons only); "
+            f"{counts['deletes with the capture already stored']} deletes seen with the capture stored; "
+            f"{counts['captured at launch and again by cleanup (launch kept the Pod)']} captured twice "
+            "(launch kept the Pod); "
+            f"{counts['pods that failed only once deleted (stopped by the delete)']} failed only once "
+            "deleted (not judged as refused)"
+        )
+
+    def _by_rule(self, verdict: str, *, bold: bool) -> str:
+        """How many findings have ``verdict``, and how many of them each rule has."""
+        rules = Counter(f.rule for f in self.verdicts.findings if f.verdict == verdict)
+        total = sum(rules.values())
+        listed = ", ".join(f"rule {r}: {n}" for r, n in sorted(rules.items()))
+        return (f"**{total}**" if bold else str(total)) + (f": {listed}" if listed else "")
+
+    def _findings(self) -> list[str]:
+        """The first examples of each rule's violations and unchecked findings, and of the read
+        commands that disagree."""
+        lines: list[str] = []
         for verdict, title in (("violated", "Violations"), ("unchecked", "Could not check")):
             found = [f for f in self.verdicts.findings if f.verdict == verdict]
             if not found:
@@ -223,14 +232,18 @@ class Report:
         if disagreeing:
             lines += ["", "## Read commands that disagree", ""]
             lines += [f"- {a.where} {a.slug}/{a.execution}: {a.detail}" for a in disagreeing[:EXAMPLES]]
-        if self.tally.failures or self.tally.reuse_skipped or self.tally.forget_refusals or self.notes:
-            lines += ["", "## Notes", ""]
-            lines += [f"- {n}" for n in self.notes]
-            lines += [f"- workload: {f}" for f in self.tally.failures[:EXAMPLES]]
-            lines += [f"- name not used again: {s}" for s in self.tally.reuse_skipped[:EXAMPLES]]
-            lines += [f"- records forget refused: {s}" for s in self.tally.forget_refusals[:EXAMPLES]]
-        lines += ["", "Timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in self.timings.items()), ""]
-        return "\n".join(lines)
+        return lines
+
+    def _notes(self) -> list[str]:
+        tally = self.tally
+        if not (tally.failures or tally.reuse_skipped or tally.forget_refusals or self.notes):
+            return []
+        lines = ["", "## Notes", ""]
+        lines += [f"- {n}" for n in self.notes]
+        lines += [f"- workload: {f}" for f in tally.failures[:EXAMPLES]]
+        lines += [f"- name not used again: {s}" for s in tally.reuse_skipped[:EXAMPLES]]
+        lines += [f"- records forget refused: {s}" for s in tally.forget_refusals[:EXAMPLES]]
+        return lines
 
 
 def _listed(counted: Mapping[str, float]) -> str:

@@ -369,53 +369,20 @@ def make(
     period (None: never, and no ``redis-lost-writes``; see the module docstring).
     """
     rng = random.Random(seed)
-    kinds = list(_KIND_WEIGHTS)
-    weights = [_KIND_WEIGHTS[k] for k in kinds]
-    by_kind: dict[Kind, list[SwarmPlan]] = {}
-    for swarm in SWARMS:
-        by_kind.setdefault(swarm.kind, []).append(swarm)
     reused = int(executions * reuse_share)
     forgotten = int(executions * forget_share)
-    first = executions - reused - forgotten
-    planned: list[ExecutionPlan] = []
-    spacing = period * 0.85 / max(first, 1)  # The last sixth of the period is for the names used again.
-    for index in range(first):
-        kind: Kind = rng.choices(kinds, weights)[0]
-        slug = rng.choice(by_kind.get(kind) or SWARMS).slug
-        roll = rng.random()
-        action: Action | None = None
-        if roll < cancel_share:
-            action = "cancel"
-        elif roll < cancel_share + delete_share:
-            action = "delete"
-        # A fifth of the actions come during the launch itself, the others any time in 6 s.
-        after = rng.uniform(0, 0.5) if rng.random() < 0.2 else rng.uniform(0.5, 6.0)
-        planned.append(
-            ExecutionPlan(
-                name=f"x{index:05d}",
-                swarm=slug,
-                kind=kind,
-                at=round(index * spacing + rng.uniform(0, spacing), 3),
-                action=action,
-                action_after=round(after, 3) if action else 0.0,
-                exit_code=rng.choice(_ADOPTED_EXIT_CODES) if kind == "refused-adopted" else None,
-            )
-        )
+    planned = _first_lives(
+        rng,
+        count=executions - reused - forgotten,
+        period=period,
+        cancel_share=cancel_share,
+        delete_share=delete_share,
+    )
     # Names from the first half of the run, used again in its last sixth: the first Execution of
     # the name has had time to end (the soak then deletes it, and waits for it and its Pod to go).
     candidates = [e for e in planned if e.action != "delete" and e.at < period * 0.5]
     chosen = rng.sample(candidates, min(reused + forgotten, len(candidates)))
-    for earlier in chosen[:reused]:
-        planned.append(
-            ExecutionPlan(
-                name=earlier.name,
-                swarm=earlier.swarm,
-                kind=earlier.kind,
-                at=round(max(earlier.at + 15.0, period * 0.85 + rng.uniform(0, period * 0.15)), 3),
-                incarnation=1,
-                exit_code=earlier.exit_code,
-            )
-        )
+    planned += _used_again(rng, chosen[:reused], period=period)
     unreplicated_at = round(period * unreplicated_share, 3) if unreplicated_share is not None else None
     fault_plans = _faults(
         rng,
@@ -440,6 +407,61 @@ def make(
         faults=fault_plans,
         unreplicated_at=unreplicated_at,
     )
+
+
+def _first_lives(
+    rng: random.Random, *, count: int, period: float, cancel_share: float, delete_share: float
+) -> list[ExecutionPlan]:
+    """The names' first Executions, spread over the first five sixths of the period, each of a
+    kind drawn by :data:`_KIND_WEIGHTS`, some cancelled or deleted at a random moment."""
+    kinds = list(_KIND_WEIGHTS)
+    weights = [_KIND_WEIGHTS[k] for k in kinds]
+    by_kind: dict[Kind, list[SwarmPlan]] = {}
+    for swarm in SWARMS:
+        by_kind.setdefault(swarm.kind, []).append(swarm)
+    planned: list[ExecutionPlan] = []
+    spacing = period * 0.85 / max(count, 1)  # The last sixth of the period is for the names used again.
+    for index in range(count):
+        kind: Kind = rng.choices(kinds, weights)[0]
+        slug = rng.choice(by_kind.get(kind) or SWARMS).slug
+        roll = rng.random()
+        action: Action | None = None
+        if roll < cancel_share:
+            action = "cancel"
+        elif roll < cancel_share + delete_share:
+            action = "delete"
+        # A fifth of the actions come during the launch itself, the others any time in 6 s.
+        after = rng.uniform(0, 0.5) if rng.random() < 0.2 else rng.uniform(0.5, 6.0)
+        planned.append(
+            ExecutionPlan(
+                name=f"x{index:05d}",
+                swarm=slug,
+                kind=kind,
+                at=round(index * spacing + rng.uniform(0, spacing), 3),
+                action=action,
+                action_after=round(after, 3) if action else 0.0,
+                exit_code=rng.choice(_ADOPTED_EXIT_CODES) if kind == "refused-adopted" else None,
+            )
+        )
+    return planned
+
+
+def _used_again(
+    rng: random.Random, earlier: Sequence[ExecutionPlan], *, period: float
+) -> list[ExecutionPlan]:
+    """Each of ``earlier``'s names applied again in the period's last sixth, at least 15 s after
+    its first Execution, once that one is Done and deleted."""
+    return [
+        ExecutionPlan(
+            name=first.name,
+            swarm=first.swarm,
+            kind=first.kind,
+            at=round(max(first.at + 15.0, period * 0.85 + rng.uniform(0, period * 0.15)), 3),
+            incarnation=1,
+            exit_code=first.exit_code,
+        )
+        for first in earlier
+    ]
 
 
 def _forgotten(

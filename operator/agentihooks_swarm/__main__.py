@@ -9,7 +9,10 @@
   name can be used by a new Execution (an Execution under a used name is ``Invalid``,
   ``NameInUse``, until then). It refuses while the Execution that owns them (by UID) still
   exists, which it asks the API server (the in-cluster service account, else KUBECONFIG);
-* ``records top SLUG`` — the swarm's refusals by fingerprint, the most frequent first.
+* ``records top SLUG`` — the swarm's refusals by fingerprint, the most frequent first;
+* ``records release SLUG --namespace NS`` — give a swarm name up, so that a Swarm of that name in
+  another namespace may use it (a swarm's records belong to the first namespace that used its
+  name). Only once none of its records is left.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import sys
 import urllib.parse
 from collections.abc import Sequence
 
-from agentihooks_swarm import records as records_, settings as settings_, store as store_
+from agentihooks_swarm import errors, records as records_, settings as settings_, store as store_
 from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import api, pods
 
@@ -203,6 +206,29 @@ def top(*, slug: str) -> int:
     return 0
 
 
+def release(*, slug: str, namespace: str | None) -> int:
+    """Give a swarm name up (``records release``)."""
+    try:
+        store = store_.connect()
+        owner = store.slug_owner(slug=slug)
+        if namespace is None or owner != namespace:
+            print(
+                f"Swarm name {slug!r} is owned by namespace {owner!r}; pass --namespace {owner} to release it"
+                if owner is not None
+                else f"Swarm name {slug!r} is not owned by any namespace: nothing to release.",
+                file=sys.stderr,
+            )
+            return 1
+        store.release(slug=slug, namespace=namespace)
+    except errors.SlugHeld as e:
+        print(f"Not released: {e}.", file=sys.stderr)
+        return 1
+    except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
+        return _store_error(e)
+    print(f"Released swarm name {slug!r} of namespace {namespace!r}: a Swarm of that name may use it.")
+    return 0
+
+
 def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentihooks-swarm run", description="Run the operator.")
     scope = parser.add_mutually_exclusive_group()
@@ -314,16 +340,19 @@ def _main(argv: list[str]) -> int:
     commands.add_parser("run", help="run the operator (see `run --help`)")
     commands.add_parser("worker", help="report heartbeats and the outcome from a worker")
     reader = commands.add_parser("records", help="print a stored record, or forget an execution's records")
-    reader.add_argument("view", choices=[*sorted(VIEWS), "forget", "top"])
+    reader.add_argument("view", choices=[*sorted(VIEWS), "forget", "top", "release"])
     reader.add_argument("slug")
-    reader.add_argument("execution", nargs="?", help="every view but top")
+    reader.add_argument("execution", nargs="?", help="every view but top and release")
     reader.add_argument("--full", action="store_true", help="the whole record, not only its pods")
     reader.add_argument(
         "--force",
         action="store_true",
         help="forget: even while cleanup is unfinished or the owning Execution exists (not asked)",
     )
+    reader.add_argument("--namespace", help="release: the namespace that owns the swarm name")
     args = parser.parse_args(argv)
+    if args.view == "release":
+        return release(slug=args.slug, namespace=args.namespace)
     if args.view == "top":
         return top(slug=args.slug)
     if args.execution is None:

@@ -89,6 +89,10 @@ class StaleWrite(SwarmError):
     """
 
 
+class SlugHeld(SwarmError):
+    """A swarm's slug cannot be released: another namespace owns it, or records of it are left."""
+
+
 class NotLeader(SwarmError):
     """This replica does not hold the lease; it must not write or delete."""
 

@@ -28,7 +28,9 @@ from agentihooks_swarm.storage.keys import (
     HANDS,
     HEARTBEATS,
     JOURNAL,
+    NAMESPACE,
     OUTCOMES,
+    OWNED,
     OWNERS,
     RECORDS,
     REFUSALS,
@@ -64,6 +66,7 @@ __all__ = [
 ]
 
 _FORGET: Final = scripts.load("forget")
+_RELEASE: Final = scripts.load("release_slug")
 
 
 class Store:
@@ -126,6 +129,25 @@ class Store:
                 "sync before using the name again"
             )
         return None if removed < 0 else removed
+
+    def slug_owner(self, *, slug: str) -> str | None:
+        """The namespace whose swarm owns ``slug`` (its records are that namespace's), or None."""
+        owner = self.redis.get(self.key(slug, NAMESPACE))
+        return None if owner is None else str(owner)
+
+    def release(self, *, slug: str, namespace: str) -> None:
+        """Give ``slug`` up so that a Swarm of that name in another namespace may use it: only by
+        its owner, and only once none of its records and refusals is left (:class:`errors.SlugHeld`
+        says which is)."""
+        keys = [self.key(slug, NAMESPACE), *(self.key(slug, name) for name in OWNED)]
+        answer = int(self.redis.eval(_RELEASE, len(keys), *keys, namespace))
+        if answer == 0:
+            raise errors.SlugHeld(f"swarm name {slug!r} is not owned by namespace {namespace!r}")
+        if answer < 0:
+            raise errors.SlugHeld(
+                f"swarm name {slug!r} still has records in {self.key(slug, OWNED[-answer - 1])}: forget "
+                "them (records forget) or let retention remove them, then release it"
+            )
 
 
 def connect(settings: settings_.Settings | None = None) -> Store:

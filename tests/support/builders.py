@@ -22,6 +22,7 @@ def swarm(
     command: Sequence[str] = ("/bin/worker",),
     resources: Mapping[str, Any] | None = None,
     startup_deadline_seconds: int | None = None,
+    refusal_budget: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     worker: dict[str, Any] = {
         "image": image,
@@ -35,11 +36,14 @@ def swarm(
         worker["resources"] = dict(resources)
     if startup_deadline_seconds is not None:
         worker["startupDeadlineSeconds"] = startup_deadline_seconds
+    spec: dict[str, Any] = {"registration": {"projects": list(projects)}, "worker": worker}
+    if refusal_budget is not None:
+        spec["refusalBudget"] = dict(refusal_budget)
     return {
         "apiVersion": API_VERSION,
         "kind": "Swarm",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"registration": {"projects": list(projects)}, "worker": worker},
+        "spec": spec,
     }
 
 

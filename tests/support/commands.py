@@ -27,3 +27,11 @@ def records_forget(
         timeout=60,
         check=False,
     )
+
+
+def records_release(*, slug: str, namespace: str, redis_url: str) -> subprocess.CompletedProcess[str]:
+    """``python -m agentihooks_swarm records release SLUG --namespace NS`` against ``redis_url``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")}
+    env["AGENTIHOOKS_SWARM_REDIS_URL"] = redis_url
+    args = [sys.executable, "-m", "agentihooks_swarm", "records", "release", slug, "--namespace", namespace]
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=60, check=False)

@@ -83,7 +83,7 @@ def operator(
     def factory(
         *,
         kubeconfig: Path,
-        namespace: str,
+        namespace: str | None,
         env: dict[str, str] | None = None,
         start: bool = True,
         **kwargs: Any,

@@ -24,7 +24,7 @@ class OperatorProcess:
         *,
         kubeconfig: Path,
         redis_url: str,
-        namespace: str,
+        namespace: str | None,
         log_path: Path,
         env: Mapping[str, str] | None = None,
         verbose: bool = True,
@@ -48,7 +48,7 @@ class OperatorProcess:
             {
                 "KUBECONFIG": str(self.kubeconfig),
                 "AGENTIHOOKS_SWARM_REDIS_URL": self.redis_url,
-                "AGENTIHOOKS_SWARM_NAMESPACE": self.namespace,
+                **({"AGENTIHOOKS_SWARM_NAMESPACE": self.namespace} if self.namespace is not None else {}),
                 "AGENTIHOOKS_SWARM_METRICS_PORT": "0",
                 "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "1",
                 "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "3",
@@ -62,10 +62,20 @@ class OperatorProcess:
     def start(self, *, timeout: float = 30.0) -> None:
         if self.popen is not None and self.popen.poll() is None:
             raise RuntimeError("the operator is already running")
-        args = [sys.executable, "-m", "agentihooks_swarm", "run", "--namespace", self.namespace]
+        # None: every namespace, as the chart's watch.allNamespaces runs it.
+        scope = ["--namespace", self.namespace] if self.namespace is not None else ["--all-namespaces"]
+        args = [sys.executable, "-m", "agentihooks_swarm", "run", *scope]
         if self.via_kopf:
-            args = [sys.executable, "-m", "kopf", "run", "-m", "agentihooks_swarm.handlers"]
-            args += ["--namespace", self.namespace, "--standalone"]
+            args = [
+                sys.executable,
+                "-m",
+                "kopf",
+                "run",
+                "-m",
+                "agentihooks_swarm.handlers",
+                *scope,
+                "--standalone",
+            ]
         if self.verbose:
             args.append("--verbose")
         self.starts += 1

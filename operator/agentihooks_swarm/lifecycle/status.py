@@ -153,6 +153,28 @@ def name_in_use(*, slug: str, execution: str, owner: records.Owner | None) -> An
     )
 
 
+def slug_message(*, slug: str, namespace: str, owner: str) -> str:
+    """Why a Swarm named ``slug`` in ``namespace`` cannot use its records: ``owner`` has the slug."""
+    return (
+        f"The Swarm name {slug} is already used by namespace {owner} in this operator's Redis, where a "
+        f"swarm's records, refusals and budget are keyed by its name; nothing of {owner}'s is shown "
+        f"here and no worker of Swarm {namespace}/{slug} is launched. Rename this Swarm (and its "
+        f"Executions' spec.swarm), or ask the operator's admin to release the name once {owner}'s "
+        f"records of it are gone (`python -m agentihooks_swarm records release {slug} --namespace {owner}`)"
+    )
+
+
+def slug_in_use(*, slug: str, namespace: str, owner: str) -> Answer:
+    """The Execution's swarm slug belongs to another namespace: nothing is launched."""
+    message = slug_message(slug=slug, namespace=namespace, owner=owner) + (
+        f"; then set the annotation {RELAUNCH_ANNOTATION} on this Execution (any new value)."
+    )
+    return Answer(
+        phase=INVALID,
+        conditions=(condition(type_="Invalid", status=True, reason="SlugInUse", message=message),),
+    )
+
+
 def budget_exceeded(*, swarm: str, state: records.BudgetState) -> Answer:
     """The Swarm's refusal budget holds this Execution back (it is not launched)."""
     return Answer(

@@ -169,6 +169,8 @@ class Lifecycle:
         if found is None:
             return None
         swarm, stamp, raw = found
+        if not await self._slug_ours(work):
+            return None
         if swarm.refusal_budget is not None and await self._held_back(work, swarm=swarm, raw=raw):
             return None
         self.guard.check(before=f"launching {tracked.name}")
@@ -224,6 +226,25 @@ class Lifecycle:
             work.retry_after = SWARM_INVALID_RETRY
             return None
         return swarm, status_.swarm_stamp(found), found
+
+    async def _slug_ours(self, work: _Work) -> bool:
+        """Whether the swarm's slug is this namespace's (claimed now if nobody's): a swarm's records,
+        refusals and budget belong to one namespace, so a Swarm of the same name elsewhere is told
+        so before anything of the other namespace's is read for it."""
+        tracked = work.tracked
+        try:
+            owner = await self.store.slugs.claim(slug=tracked.swarm, namespace=tracked.namespace)
+        except errors.StoreUnavailable as e:
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = RECORD_RETRY
+            return False
+        if owner == tracked.namespace:
+            return True
+        answer = status_.slug_in_use(slug=tracked.swarm, namespace=tracked.namespace, owner=owner)
+        work.answer(answer, **work.observed())
+        work.notes.warning(reason="SlugInUse", message=answer.conditions[0]["message"])
+        work.settled = True
+        return False
 
     async def _held_back(self, work: _Work, *, swarm: resources.SwarmSpec, raw: dict[str, Any]) -> bool:
         """Whether the Swarm's refusal budget holds this Execution back (the status says so)."""

@@ -31,6 +31,10 @@ FORGOTTEN_INDEX: Final = "forgotten-index"
 TOMBSTONE_SECONDS: Final = 86_400
 #: Tombstones past their time removed by one forget or sweep, at most.
 TOMBSTONES_PRUNED: Final = 100
+#: The namespace whose swarm owns the slug (additive): a plain string, set once by the first
+#: namespace to use the slug (:mod:`.slugs`), so that a swarm's records, fingerprints and budget
+#: belong to one namespace while keys stay the spec's ``PREFIX:{SLUG}:NAME``.
+NAMESPACE: Final = "namespace"
 FINGERPRINTS: Final = "refusal-fingerprints"
 FINGERPRINTS_SEEN: Final = "refusal-fingerprints-seen"
 REFUSALS: Final = "refusals"
@@ -48,6 +52,9 @@ RECORDS: Final = (*SWEPT, JOURNAL)
 #: was used by an Execution of an earlier version. A worker's heartbeat or outcome is not one:
 #: it reports for the attempt it was launched for, and only after that launch.
 LAUNCHED: Final = (STARTUP_DIAGNOSTICS, HANDS, FINALS, RETAINED, JOURNAL)
+#: Everything of a swarm that another namespace must never be shown: its records and refusals.
+#: A slug is released only when none of them holds anything.
+OWNED: Final = (*RECORDS, FINGERPRINTS, FINGERPRINTS_SEEN, REFUSALS, BUDGET)
 #: Executions one sweep script call looks at, at most.
 SWEEP_BATCH: Final = 200
 

@@ -34,7 +34,7 @@ import redis.asyncio.cluster
 import redis.exceptions
 
 from agentihooks_swarm import errors, metrics as metrics_, records, settings as settings_
-from agentihooks_swarm.storage import connection, failover, refusals, scripts, topology
+from agentihooks_swarm.storage import connection, failover, refusals, scripts, slugs, topology
 from agentihooks_swarm.storage.keys import (
     FINALS,
     FORGOTTEN,
@@ -153,6 +153,8 @@ class AsyncStore(connection.Connection):
         self.recent = recent
         #: The swarms' refusals by fingerprint, and their refusal budgets.
         self.refusals = refusals.Refusals(connection=self)
+        #: Which namespace owns each swarm's slug.
+        self.slugs = slugs.Slugs(connection=self)
 
     # --- launch ---------------------------------------------------------------------------------
 

@@ -101,6 +101,10 @@ class SwarmStatus:
             spec = resources.parse_swarm(name=slug, spec=swarm.get("spec"))
         except errors.InvalidResource:
             return  # Its launches say what is wrong with it.
+        owner = await self.store.slugs.claim(slug=slug, namespace=namespace)
+        if owner != namespace:
+            await self._not_ours(swarm, owner=owner)
+            return
         # The budget first: counts only grow between the reads, so the fingerprints read after it
         # hold at least the refusals that tripped it, and the status never says "exceeded" next to
         # a count below the budget.
@@ -116,22 +120,55 @@ class SwarmStatus:
             isinstance(c, Mapping) and c.get("type") == "Degraded" for c in current.get("conditions") or []
         ):
             status_.set_condition(patch, current.get("conditions"), degraded(state))
+        if _has_condition(current, "Invalid"):
+            status_.set_condition(patch, current.get("conditions"), slug_ours())
         if not patch:
             return
-        await self.client.patch_custom_status(
-            namespace=namespace, plural="swarms", name=slug, uid=str(metadata.get("uid")), status=patch
-        )
+        await self._patch(swarm, patch)
         if state is not None and "conditions" in patch and not _was_degraded(current):
             notes = events.Collected()
             notes.warning(reason="RefusalBudgetExceeded", message=status_.budget_message(state) + ".")
-            involved = {
-                "apiVersion": f"{resources.GROUP}/{resources.VERSION}",
-                "kind": "Swarm",
-                "name": slug,
-                "namespace": namespace,
-                "uid": str(metadata.get("uid")),
-            }
-            await events.post(client=self.client, involved=involved, notes=notes, instance=self.instance)
+            await self._post(swarm, notes)
+
+    async def _not_ours(self, swarm: Mapping[str, Any], *, owner: str) -> None:
+        """A Swarm whose slug another namespace owns: it is told so, and shown nothing of theirs."""
+        metadata = swarm.get("metadata") or {}
+        slug, namespace = str(metadata.get("name") or ""), str(metadata.get("namespace") or "")
+        found = swarm.get("status")
+        current: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        patch: dict[str, Any] = {}
+        status_.put(patch, current, "refusals", None)
+        message = status_.slug_message(slug=slug, namespace=namespace, owner=owner) + "."
+        invalid = status_.condition(type_="Invalid", status=True, reason="SlugInUse", message=message)
+        status_.set_condition(patch, current.get("conditions"), invalid)
+        if not patch:
+            return
+        await self._patch(swarm, patch)
+        if "conditions" in patch and not _has_condition(current, "Invalid", status_value="True"):
+            notes = events.Collected()
+            notes.warning(reason="SlugInUse", message=message)
+            await self._post(swarm, notes)
+
+    async def _patch(self, swarm: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        metadata = swarm.get("metadata") or {}
+        await self.client.patch_custom_status(
+            namespace=str(metadata.get("namespace") or ""),
+            plural="swarms",
+            name=str(metadata.get("name") or ""),
+            uid=str(metadata.get("uid")),
+            status=patch,
+        )
+
+    async def _post(self, swarm: Mapping[str, Any], notes: events.Collected) -> None:
+        metadata = swarm.get("metadata") or {}
+        involved = {
+            "apiVersion": f"{resources.GROUP}/{resources.VERSION}",
+            "kind": "Swarm",
+            "name": str(metadata.get("name") or ""),
+            "namespace": str(metadata.get("namespace") or ""),
+            "uid": str(metadata.get("uid")),
+        }
+        await events.post(client=self.client, involved=involved, notes=notes, instance=self.instance)
 
     async def _budget(
         self, *, slug: str, spec: resources.SwarmSpec, swarm: Mapping[str, Any]
@@ -161,6 +198,20 @@ class SwarmStatus:
                 **{"class": str(summary.failure_class or records.FailureClass.UNKNOWN)},
                 text=summary.text[:100],
             ).set(summary.count)
+
+
+def slug_ours() -> status_.Condition:
+    """The Invalid condition once the Swarm's slug is its namespace's (only over an earlier one)."""
+    return status_.condition(
+        type_="Invalid", status=False, reason="Accepted", message="The Swarm's name is this namespace's."
+    )
+
+
+def _has_condition(status: Mapping[str, Any], type_: str, *, status_value: str | None = None) -> bool:
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == type_:
+            return status_value is None or condition.get("status") == status_value
+    return False
 
 
 def _was_degraded(status: Mapping[str, Any]) -> bool:

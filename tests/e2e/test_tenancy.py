@@ -1,0 +1,160 @@
+"""Two teams, one operator watching every namespace, the same Swarm and Execution names: a swarm's
+records, refusals and budget belong to the first namespace that used its name, and a Swarm of that
+name elsewhere is told so (``SlugInUse``) and shown nothing of the other team's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import store as store_
+from tests.support import builders, planting, watching
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_operator import OperatorFactory
+
+SLUG = "ci"
+PREFIX = "agentihooks-swarm"
+EXECUTION = "build-42"
+
+
+@pytest.fixture
+def other_namespace(control_plane: ControlPlane) -> Iterator[str]:
+    """A second team's namespace beside the ``namespace`` fixture's."""
+    name = f"team-b-{uuid.uuid4().hex[:6]}"
+    control_plane.request_json(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}},
+        },
+    )
+    try:
+        yield name
+    finally:
+        control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+async def _status(api: client.ApiClient, *, namespace: str, plural: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", namespace, plural, name
+    )
+    return dict(found.get("status") or {})
+
+
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+
+
+def _records(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
+    return subprocess.run(
+        [sys.executable, "-m", "agentihooks_swarm", "records", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    other_namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    team_a, team_b = namespace, other_namespace
+    await planting.plant_refused_worker(
+        admin_api, control_plane, namespace=team_a, slug=SLUG, execution=EXECUTION
+    )
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=None)
+    budget = {"maxRefusals": 1, "windowSeconds": 3600}
+    await watching.create(
+        admin_api, builders.swarm(name=SLUG, namespace=team_a, projects=["registered"], refusal_budget=budget)
+    )
+    await watching.create(
+        admin_api, builders.execution(name=EXECUTION, namespace=team_a, swarm=SLUG, project="x")
+    )
+
+    async def a_done() -> dict[str, Any] | None:
+        status = await _status(admin_api, namespace=team_a, plural="executions", name=EXECUTION)
+        return status if status.get("phase") == "Done" else None
+
+    await watching.eventually(a_done, what="team A's Execution Done", operator=process, timeout=90)
+
+    # Team B, later, under the same names, with the same tripped-budget settings.
+    await watching.create(
+        admin_api, builders.swarm(name=SLUG, namespace=team_b, projects=["registered"], refusal_budget=budget)
+    )
+    await watching.create(
+        admin_api, builders.execution(name=EXECUTION, namespace=team_b, swarm=SLUG, project="x")
+    )
+
+    async def b_told() -> dict[str, Any] | None:
+        status = await _status(admin_api, namespace=team_b, plural="executions", name=EXECUTION)
+        return status if status.get("phase") == "Invalid" else None
+
+    b_status = await watching.eventually(
+        b_told, what="team B's Execution Invalid", operator=process, timeout=60
+    )
+    invalid = _condition(b_status, "Invalid")
+    assert invalid is not None and invalid["reason"] == "SlugInUse", b_status
+    assert team_a in invalid["message"] and "records release" in invalid["message"]
+    # Not A's name-in-use, nor A's budget: B is told about the name, and nothing of A's shows.
+    assert "build-42 already has records" not in invalid["message"]
+
+    async def b_swarm_told() -> dict[str, Any] | None:
+        status = await _status(admin_api, namespace=team_b, plural="swarms", name=SLUG)
+        found = _condition(status, "Invalid")
+        return status if found is not None and found["reason"] == "SlugInUse" else None
+
+    b_swarm = await watching.eventually(
+        b_swarm_told, what="team B's Swarm SlugInUse", operator=process, timeout=60
+    )
+    assert "refusals" not in b_swarm, b_swarm
+    assert _condition(b_swarm, "Degraded") is None, b_swarm
+
+    async def a_counted() -> dict[str, Any] | None:
+        status = await _status(admin_api, namespace=team_a, plural="swarms", name=SLUG)
+        return status if (status.get("refusals") or {}).get("lastHour") == 1 else None
+
+    a_swarm = await watching.eventually(
+        a_counted, what="team A's Swarm refusals", operator=process, timeout=60
+    )
+    assert _condition(a_swarm, "Invalid") is None, a_swarm
+
+    # No worker Pod of B's was created, and A's refused one is gone (captured first).
+    for team in (team_a, team_b):
+        left = await client.CoreV1Api(admin_api).list_namespaced_pod(team)
+        assert [p.metadata.name for p in left.items] == [], team
+
+    # The record is A's: its owner claim names A's namespace and A's Execution.
+    r: redis.Redis = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        assert r.get(f"{PREFIX}:{{{SLUG}}}:namespace") == team_a
+        owner = json.loads(str(r.hget(f"{PREFIX}:{{{SLUG}}}:{store_.OWNERS}", EXECUTION)))
+        assert owner["namespace"] == team_a
+    finally:
+        r.close()
+    shown = _records(redis_url, "startup", SLUG, EXECUTION)
+    assert shown.returncode == 0, shown.stderr
+    assert "planted kind refusal" in shown.stdout
+
+    # B's admin may not take the name while A's records exist; A's may not give it up either.
+    refused = _records(redis_url, "release", SLUG, "--namespace", team_b)
+    assert refused.returncode == 1 and f"owned by namespace {team_a!r}" in refused.stderr
+    held = _records(redis_url, "release", SLUG, "--namespace", team_a)
+    assert held.returncode == 1 and "still has records" in held.stderr

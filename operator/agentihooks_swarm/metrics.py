@@ -27,6 +27,8 @@ class Metrics:
         self.registry = registry or prometheus_client.CollectorRegistry()
         self._captures()
         self._cleanup()
+        self._redis()
+        self._retention()
         self._operator()
 
     def _captures(self) -> None:
@@ -103,7 +105,7 @@ class Metrics:
         )
 
     def _cleanup(self) -> None:
-        """What the deletion paths did, and Redis under them."""
+        """What the deletion paths did."""
         self.startup_deadlines = prometheus_client.Counter(
             "agentihooks_swarm_startup_deadlines",
             "Worker Pods past their startup deadline, by what the operator did.",
@@ -129,6 +131,8 @@ class Metrics:
             registry=self.registry,
         )
 
+    def _redis(self) -> None:
+        """Redis under the deletion paths: its failovers and its replicas."""
         self.primary_changes = prometheus_client.Counter(
             "agentihooks_swarm_redis_primary_changes",
             "Times the Redis primary's replication id changed (a failover, or a primary started again).",
@@ -177,6 +181,9 @@ class Metrics:
             ["result"],  # acknowledged|timeout (timeout: the Pod is kept)
             registry=self.registry,
         )
+
+    def _retention(self) -> None:
+        """What Redis keeps: the retention sweep, and what the swarms' records take."""
         self.retention_swept = prometheus_client.Counter(
             "agentihooks_swarm_retention_swept",
             "Executions whose records the retention sweep removed.",

@@ -8,7 +8,7 @@ import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -18,13 +18,13 @@ import redis
 from tests.bench import kube
 from tests.soak import plan as plan_
 from tests.soak.checker import rules
-from tests.soak.checker.model import CONVERGED
+from tests.soak.checker.model import CONVERGED, Restore
 from tests.soak.checker.observe import ExecutionObserver, PodObserver, Prober, restores_logged, sample
-from tests.soak.checker.records import DEFAULT_PREFIX, Stored, read_all, read_commands_agree
-from tests.soak.faults import Injector
+from tests.soak.checker.records import DEFAULT_PREFIX, Agreement, Stored, read_all, read_commands_agree
+from tests.soak.faults import Injector, Ledger
 from tests.soak.report import Report
 from tests.soak.rig import NAMESPACE, Rig
-from tests.soak.workload import Workload
+from tests.soak.workload import Tally, Workload
 
 REPO: Final = Path(__file__).resolve().parents[2]
 #: How often the operators' memory and /metrics are read.
@@ -82,20 +82,86 @@ def run(options: Options) -> Report:
     return report
 
 
+@dataclass
+class _Seen:
+    """What one run saw: the checker's watches, the workload and the faults, and the end-of-run
+    reads of Redis."""
+
+    workload: Workload
+    pods_seen: PodObserver
+    executions_seen: ExecutionObserver
+    tally: Tally
+    ledger: Ledger
+    origin: float
+    """When the workload and the faults started (monotonic)."""
+    calm: float
+    """The last fault's end or the workload's last create, cancel or delete (monotonic)."""
+    stored: Stored
+    read_error: str | None
+    agreements: list[Agreement]
+    timings: dict[str, float]
+
+
 async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
-    timings: dict[str, float] = {}
-    markers: dict[str, str] = {}
     wall_offset = time.time() - time.monotonic()  # The operators' logs say wall-clock times.
+    seen = await _watch_and_run(rig, plan, options)
+    for replica in rig.replicas.values():  # A last reading of each running process.
+        if replica.life is not None and replica.pid is not None:
+            sample(replica.life, metrics_port=replica.metrics_port)
+    restores = sorted(
+        (
+            restore
+            for name in rig.replicas
+            for restore in restores_logged(
+                options.workdir / f"operator-{name}.log", replica=name, wall_offset=wall_offset
+            )
+        ),
+        key=lambda r: r.at,
+    )
+    verdicts = _judge(rig, options, seen=seen, restores=restores)
+    pods_seen, executions_seen = seen.pods_seen, seen.executions_seen
+    _dump(
+        options.workdir,
+        pods=[asdict(p) for p in pods_seen.pods.values()],
+        executions=[asdict(e) for e in executions_seen.executions.values()],
+        captures=[asdict(c) for c in seen.stored.captures],
+        findings=[asdict(f) for f in verdicts.findings],
+        faults=[asdict(i) for i in seen.ledger.injected + seen.ledger.changes],
+        forgets=[asdict(f) for f in seen.workload.forgets],
+        restores=[asdict(r) for r in restores],
+    )
+    return Report(
+        seed=plan.seed,
+        digest=plan.digest(),
+        node=plan.node,
+        operator=operator_under_test(),
+        planned_executions=len(plan.executions),
+        planned_faults=len(plan.faults),
+        ledger=seen.ledger,
+        tally=seen.tally,
+        kinds=plan.kinds(),
+        verdicts=verdicts,
+        agreements=seen.agreements,
+        timings=seen.timings,
+        bound=options.bound,
+        rss_bound_mib=options.rss_bound_mib,
+        notes=_notes(seen),
+        lives=rig.lives(),
+        unreplicated_at=plan.unreplicated_at,
+    )
+
+
+async def _watch_and_run(rig: Rig, plan: plan_.Plan, options: Options) -> _Seen:
+    """The checker's watches up, the workload and the faults run, then the end state read."""
+    markers: dict[str, str] = {}
     primary = rig.sentinel_set.agreed_primary
-    prober = Prober(primary=primary, prefix=DEFAULT_PREFIX)
     async with kube.Api(rig.cluster) as api:
-        origin = time.monotonic()
         workload = Workload(
             plan=plan,
             api=api,
             cluster=rig.cluster,
             namespace=NAMESPACE,
-            origin=origin,
+            origin=time.monotonic(),
             markers=markers,
             reuse_patience=options.bound * 0.75,
             prober=Prober(primary=primary, prefix=DEFAULT_PREFIX),
@@ -110,7 +176,7 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
             marker=(lambda name, uid: markers.get(name))
             if plan.node == "kwok"
             else (lambda name, uid: plan_.real_marker(uid)),
-            prober=prober,
+            prober=Prober(primary=primary, prefix=DEFAULT_PREFIX),
             on_gone=workload.pod_gone,
         )
         executions_seen = ExecutionObserver(api=api, namespace=NAMESPACE)
@@ -119,147 +185,149 @@ async def _soak(rig: Rig, plan: plan_.Plan, options: Options) -> Report:
         workload.attach(pods_seen=pods_seen, executions_seen=executions_seen)
         sampler = asyncio.create_task(_supervise(rig), name="soak sampler")
         try:
-            await workload.create_swarms()
-            origin = workload.origin = time.monotonic()
-            injector = Injector(
-                rig=rig,
-                plan=plan,
-                origin=origin,
-                refused_waiting=lambda: sum(1 for p in pods_seen.live() if p.refused),
+            return await _run(
+                rig,
+                plan,
+                options,
+                workload=workload,
+                pods_seen=pods_seen,
+                executions_seen=executions_seen,
+                sampler=sampler,
             )
-            tally, ledger = await asyncio.gather(workload.run(), injector.run())
-            # The bound counts from the last fault or the workload's last create, cancel or delete
-            # (not from its waits for a name to be free again).
-            calm = origin + max(ledger.end, workload.last_activity)
-            timings["workload and faults"] = time.monotonic() - origin
-            print(
-                f"soak: {workload.now():7.1f}s workload and faults over; waiting for convergence", flush=True
-            )
-            await _converge(pods_seen, executions_seen, deadline=calm + options.bound)
-            timings["convergence wait"] = time.monotonic() - calm
-            # The end state is frozen before it is read: the operators are stopped where they are
-            # (they may still be working when the bound is past), the watches stop, one list
-            # gives what they missed, and Redis is read. Nothing an operator does can fall
-            # between the list and the read: a Pod it captured and deleted there would look
-            # captured but never refused.
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
-            with rig.operators_paused():
-                await pods_seen.stop()
-                await executions_seen.stop()
-                await pods_seen.resync()
-                await executions_seen.resync()
-                await pods_seen.settle_probes()
-                stored, read_error = await _read(primary, plan)
-                agreements = (
-                    await asyncio.to_thread(
-                        read_commands_agree, stored, env=rig.redis_env(), sample=READ_SAMPLE
-                    )
-                    if read_error is None
-                    else []
-                )
         finally:
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
+            await _cancelled(sampler)
             await pods_seen.stop()
             await executions_seen.stop()
             workload.close()
-    for replica in rig.replicas.values():  # A last reading of each running process.
-        if replica.life is not None and replica.pid is not None:
-            sample(replica.life, metrics_port=replica.metrics_port)
-    restores = sorted(
-        (
-            restore
-            for name in rig.replicas
-            for restore in restores_logged(
-                options.workdir / f"operator-{name}.log", replica=name, wall_offset=wall_offset
-            )
-        ),
-        key=lambda r: r.at,
+
+
+async def _run(
+    rig: Rig,
+    plan: plan_.Plan,
+    options: Options,
+    *,
+    workload: Workload,
+    pods_seen: PodObserver,
+    executions_seen: ExecutionObserver,
+    sampler: asyncio.Task[None],
+) -> _Seen:
+    """The workload and the faults at once, the wait for convergence, and the end state, frozen
+    and read."""
+    timings: dict[str, float] = {}
+    await workload.create_swarms()
+    origin = workload.origin = time.monotonic()
+    injector = Injector(
+        rig=rig,
+        plan=plan,
+        origin=origin,
+        refused_waiting=lambda: sum(1 for p in pods_seen.live() if p.refused),
     )
-    attributed = rules.attribute(pods_seen.pods, executions_seen.executions, planted=workload.planted)
-    losses = [origin + killed for killed in ledger.losses()]
+    tally, ledger = await asyncio.gather(workload.run(), injector.run())
+    # The bound counts from the last fault or the workload's last create, cancel or delete
+    # (not from its waits for a name to be free again).
+    calm = origin + max(ledger.end, workload.last_activity)
+    timings["workload and faults"] = time.monotonic() - origin
+    print(f"soak: {workload.now():7.1f}s workload and faults over; waiting for convergence", flush=True)
+    await _converge(pods_seen, executions_seen, deadline=calm + options.bound)
+    timings["convergence wait"] = time.monotonic() - calm
+    # The end state is frozen before it is read: the operators are stopped where they are
+    # (they may still be working when the bound is past), the watches stop, one list
+    # gives what they missed, and Redis is read. Nothing an operator does can fall
+    # between the list and the read: a Pod it captured and deleted there would look
+    # captured but never refused.
+    await _cancelled(sampler)
+    with rig.operators_paused():
+        await pods_seen.stop()
+        await executions_seen.stop()
+        await pods_seen.resync()
+        await executions_seen.resync()
+        await pods_seen.settle_probes()
+        stored, read_error = await _read(rig.sentinel_set.agreed_primary, plan)
+        agreements = (
+            await asyncio.to_thread(read_commands_agree, stored, env=rig.redis_env(), sample=READ_SAMPLE)
+            if read_error is None
+            else []
+        )
+    return _Seen(
+        workload=workload,
+        pods_seen=pods_seen,
+        executions_seen=executions_seen,
+        tally=tally,
+        ledger=ledger,
+        origin=origin,
+        calm=calm,
+        stored=stored,
+        read_error=read_error,
+        agreements=agreements,
+        timings=timings,
+    )
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def _judge(rig: Rig, options: Options, *, seen: _Seen, restores: Sequence[Restore]) -> rules.Verdicts:
+    """Every rule's verdicts on what the run saw."""
+    pods, executions = seen.pods_seen.pods, seen.executions_seen.executions
+    workload, stored, origin = seen.workload, seen.stored, seen.origin
+    redis_read = seen.read_error is None
+    attributed = rules.attribute(pods, executions, planted=workload.planted)
+    losses = [origin + killed for killed in seen.ledger.losses()]
     verdicts = rules.Verdicts()
-    verdicts.counts["worker pods seen"] = len(pods_seen.pods)
+    verdicts.counts["worker pods seen"] = len(pods)
     verdicts.extend(
         rules.judge_captures(
-            pods_seen.pods,
+            pods,
             stored.captures,
-            redis_read=read_error is None,
-            executions=executions_seen.executions,
-            forgotten=rules.forgotten_lives(pods_seen.pods, workload.forgets),
+            redis_read=redis_read,
+            executions=executions,
+            forgotten=rules.forgotten_lives(pods, workload.forgets),
             losses=losses,
         )
     )
-    verdicts.extend(rules.judge_deletes(pods_seen.pods, executions=executions_seen.executions, losses=losses))
+    verdicts.extend(rules.judge_deletes(pods, executions=executions, losses=losses))
     verdicts.extend(
-        rules.judge_leftovers(
-            pods_seen.pods, stored.journal, planted=workload.planted, executions=executions_seen.executions
-        )
+        rules.judge_leftovers(pods, stored.journal, planted=workload.planted, executions=executions)
     )
-    verdicts.extend(rules.judge_convergence(executions_seen.executions, faults_end=calm, bound=options.bound))
+    verdicts.extend(rules.judge_convergence(executions, faults_end=seen.calm, bound=options.bound))
     verdicts.extend(rules.judge_operators(rig.lives(), rss_bound_mib=options.rss_bound_mib))
     verdicts.extend(
         rules.judge_names(
-            pods_seen.pods,
+            pods,
             stored.captures,
             stored.owners,
             attributed=attributed,
             forgets=workload.forgets,
             restores=restores,
-            redis_read=read_error is None,
+            redis_read=redis_read,
             origin=origin,
         )
     )
-    verdicts.extend(
-        rules.judge_done(pods_seen.pods, executions_seen.executions, attributed=attributed, origin=origin)
-    )
-    verdicts.extend(
-        rules.judge_reapplied(
-            pods_seen.pods, executions_seen.executions, workload.forgets, attributed=attributed
-        )
-    )
-    _dump(
-        options.workdir,
-        pods=[asdict(p) for p in pods_seen.pods.values()],
-        executions=[asdict(e) for e in executions_seen.executions.values()],
-        captures=[asdict(c) for c in stored.captures],
-        findings=[asdict(f) for f in verdicts.findings],
-        faults=[asdict(i) for i in ledger.injected + ledger.changes],
-        forgets=[asdict(f) for f in workload.forgets],
-        restores=[asdict(r) for r in restores],
-    )
-    notes = [f"record that does not parse: {e}" for e in stored.errors]
-    if read_error is not None:
-        notes.append(f"Redis could not be read at the end: {read_error}")
-    if pods_seen.breaks or executions_seen.breaks:
+    verdicts.extend(rules.judge_done(pods, executions, attributed=attributed, origin=origin))
+    verdicts.extend(rules.judge_reapplied(pods, executions, workload.forgets, attributed=attributed))
+    return verdicts
+
+
+def _notes(seen: _Seen) -> list[str]:
+    """What the report says beside the verdicts: records that do not parse, a failed end read,
+    the checker's broken watches, planted Pods not yet Failed."""
+    notes = [f"record that does not parse: {e}" for e in seen.stored.errors]
+    if seen.read_error is not None:
+        notes.append(f"Redis could not be read at the end: {seen.read_error}")
+    pods_breaks, executions_breaks = seen.pods_seen.breaks, seen.executions_seen.breaks
+    if pods_breaks or executions_breaks:
         notes.append(
-            f"the checker's watches broke {len(pods_seen.breaks)} (Pods) and {len(executions_seen.breaks)} "
-            f"(Executions) times and listed again; first: {(pods_seen.breaks + executions_seen.breaks)[:3]}"
+            f"the checker's watches broke {len(pods_breaks)} (Pods) and {len(executions_breaks)} "
+            f"(Executions) times and listed again; first: {(pods_breaks + executions_breaks)[:3]}"
         )
-    if tally.adopted_not_failed:
-        notes.append(f"{tally.adopted_not_failed} planted Pods were not yet Failed when their Execution came")
-    return Report(
-        seed=plan.seed,
-        digest=plan.digest(),
-        node=plan.node,
-        operator=operator_under_test(),
-        planned_executions=len(plan.executions),
-        planned_faults=len(plan.faults),
-        ledger=ledger,
-        tally=tally,
-        kinds=plan.kinds(),
-        verdicts=verdicts,
-        agreements=agreements,
-        timings=timings,
-        bound=options.bound,
-        rss_bound_mib=options.rss_bound_mib,
-        notes=notes,
-        lives=rig.lives(),
-        unreplicated_at=plan.unreplicated_at,
-    )
+    if seen.tally.adopted_not_failed:
+        notes.append(
+            f"{seen.tally.adopted_not_failed} planted Pods were not yet Failed when their Execution came"
+        )
+    return notes
 
 
 async def _supervise(rig: Rig) -> None:

@@ -106,7 +106,34 @@ class _Follower:
                 version = await self._list()
 
 
-class PodObserver:
+class _Observer:
+    """One list-and-watch of ``path`` (a :class:`_Follower`) feeding ``_event`` and ``_relisted``."""
+
+    def __init__(self, *, api: kube.Api, path: str) -> None:
+        self._follower = _Follower(api=api, path=path, handle=self._event, relisted=self._relisted)
+
+    @property
+    def breaks(self) -> list[str]:
+        return self._follower.breaks
+
+    async def start(self) -> None:
+        self._follower.start()
+        await self._follower.synced.wait()
+
+    async def stop(self) -> None:
+        await self._follower.stop()
+
+    async def resync(self) -> None:
+        await self._follower.resync()
+
+    def _event(self, at: float, kind: str, item: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _relisted(self, uids: set[str]) -> None:
+        raise NotImplementedError
+
+
+class PodObserver(_Observer):
     """Every worker Pod of ``namespace`` by UID, from its creation to its end.
 
     ``marker(name, uid)``: the marker its log must carry, asked when the Pod is first seen (on
@@ -127,24 +154,11 @@ class PodObserver:
         self.prober = prober
         self.on_gone = on_gone
         self._probes: set[asyncio.Task[None]] = set()
-        self._follower = _Follower(
-            api=api, path=f"/api/v1/namespaces/{namespace}/pods", handle=self._event, relisted=self._relisted
-        )
-
-    @property
-    def breaks(self) -> list[str]:
-        return self._follower.breaks
-
-    async def start(self) -> None:
-        self._follower.start()
-        await self._follower.synced.wait()
+        super().__init__(api=api, path=f"/api/v1/namespaces/{namespace}/pods")
 
     async def stop(self) -> None:
-        await self._follower.stop()
+        await super().stop()
         await self.settle_probes()
-
-    async def resync(self) -> None:
-        await self._follower.resync()
 
     async def settle_probes(self) -> None:
         while self._probes:
@@ -201,29 +215,10 @@ class PodObserver:
                     self.on_gone(history)
 
 
-class ExecutionObserver:
+class ExecutionObserver(_Observer):
     def __init__(self, *, api: kube.Api, namespace: str) -> None:
         self.executions: dict[str, ExecutionHistory] = {}
-        self._follower = _Follower(
-            api=api,
-            path=f"{EXECUTIONS}/namespaces/{namespace}/executions",
-            handle=self._event,
-            relisted=self._relisted,
-        )
-
-    @property
-    def breaks(self) -> list[str]:
-        return self._follower.breaks
-
-    async def start(self) -> None:
-        self._follower.start()
-        await self._follower.synced.wait()
-
-    async def stop(self) -> None:
-        await self._follower.stop()
-
-    async def resync(self) -> None:
-        await self._follower.resync()
+        super().__init__(api=api, path=f"{EXECUTIONS}/namespaces/{namespace}/executions")
 
     def by_name(self, name: str) -> ExecutionHistory | None:
         """The newest Execution of that name the checker saw."""

@@ -268,19 +268,21 @@ def _body_name(body: bytes) -> str | None:
     return None
 
 
-def kubernetes_status(
-    *,
-    code: int,
-    method: str = "GET",
-    path: str = "/",
-    query: str = "",
-    request_body: bytes = b"",
-    reason: str | None = None,
-    message: str | None = None,
-    details: Mapping[str, Any] | None = None,
-    retry_after: int | None = None,
-) -> dict[str, Any]:
-    """The ``Status`` object kube-apiserver would send for ``code`` on this request."""
+@dataclass(frozen=True, kw_only=True)
+class _Asked:
+    """What a request asked for, as kube-apiserver's messages name it."""
+
+    target: _Target | None
+    method: str
+    name: str | None
+    verb: str
+    qualified: str
+    """``resource`` or ``resource.group``; empty for a non-resource path."""
+    qualified_sub: str
+    """:attr:`qualified` with ``/subresource`` when there is one."""
+
+
+def _asked(*, method: str, path: str, query: str, request_body: bytes) -> _Asked:
     target = _parse_path(path)
     method = method.upper()
     watching = WATCH_QUERY.search(query) is not None
@@ -299,65 +301,96 @@ def kubernetes_status(
         qualified_sub = f"{qualified}/{target.subresource}"
     else:
         qualified_sub = qualified
+    return _Asked(
+        target=target, method=method, name=name, verb=verb, qualified=qualified, qualified_sub=qualified_sub
+    )
 
-    default_reason = _REASONS.get(code, "Unknown")
-    default_message: str
-    default_details: dict[str, Any] = {}
+
+def _forbidden(asked: _Asked, *, path: str) -> str:
+    target, name = asked.target, asked.name
+    where = f' in the namespace "{target.namespace}"' if target and target.namespace else ""
+    named = f' "{name}"' if name is not None and asked.method != "POST" else ""
+    group = target.group if target else ""
+    resource = target.resource if target else "nonResourceURL"
+    sub = f"/{target.subresource}" if target and target.subresource else ""
+    return (
+        f'{asked.qualified_sub or path}{named} is forbidden: User "system:serviceaccount:test:proxy" '
+        f'cannot {asked.verb} resource "{resource}{sub}" in API group "{group}"{where}'
+    )
+
+
+def _default_status(
+    code: int, asked: _Asked, *, path: str, retry_after: int | None
+) -> tuple[str, str, dict[str, Any]]:
+    """The reason, message and details kube-apiserver gives for ``code`` on this request."""
+    target, name, qualified = asked.target, asked.name, asked.qualified
+    reason = _REASONS.get(code, "Unknown")
+    details: dict[str, Any] = {}
     if target is not None:
         if name is not None:
-            default_details["name"] = name
+            details["name"] = name
         if target.group:
-            default_details["group"] = target.group
-        default_details["kind"] = target.resource
-
+            details["group"] = target.group
+        details["kind"] = target.resource
     if code == 403:
-        where = f' in the namespace "{target.namespace}"' if target and target.namespace else ""
-        named = f' "{name}"' if name is not None and method != "POST" else ""
-        group = target.group if target else ""
-        resource = target.resource if target else "nonResourceURL"
-        sub = f"/{target.subresource}" if target and target.subresource else ""
-        default_message = (
-            f'{qualified_sub or path}{named} is forbidden: User "system:serviceaccount:test:proxy" '
-            f'cannot {verb} resource "{resource}{sub}" in API group "{group}"{where}'
-        )
+        message = _forbidden(asked, path=path)
     elif code == 404:
-        default_message = (
+        message = (
             f'{qualified} "{name}" not found'
             if name is not None
             else "the server could not find the requested resource"
         )
-    elif code == 409 and method == "POST":
-        default_reason = "AlreadyExists"
-        default_message = f'{qualified} "{name or ""}" already exists'
+    elif code == 409 and asked.method == "POST":
+        reason = "AlreadyExists"
+        message = f'{qualified} "{name or ""}" already exists'
     elif code == 409:
-        default_message = (
+        message = (
             f'Operation cannot be fulfilled on {qualified} "{name or ""}": the object has been modified; '
             "please apply your changes to the latest version and try again"
         )
     elif code == 410:
-        default_reason = "Expired"
-        default_message = "too old resource version: 1 (2)"
+        reason = "Expired"
+        message = "too old resource version: 1 (2)"
     elif code == 422:
-        default_message = f'{qualified} "{name or ""}" is invalid'
+        message = f'{qualified} "{name or ""}" is invalid'
     elif code == 429:
-        default_message = "Too many requests, please try again later."
-        default_details = {"retryAfterSeconds": retry_after if retry_after is not None else 1}
+        message = "Too many requests, please try again later."
+        details = {"retryAfterSeconds": retry_after if retry_after is not None else 1}
     elif code == 500:
-        default_message = "Internal error occurred: injected by the test proxy"
-        default_details = {"causes": [{"message": "injected by the test proxy"}]}
+        message = "Internal error occurred: injected by the test proxy"
+        details = {"causes": [{"message": "injected by the test proxy"}]}
     elif code == 503:
-        default_message = "the server is currently unable to handle the request"
+        message = "the server is currently unable to handle the request"
     elif code == 504:
-        default_message = (
+        message = (
             "the server was unable to return a response in the time allotted, but may still be "
             "processing the request"
         )
     elif code == 401:
-        default_message = "Unauthorized"
-        default_details = {}
+        message = "Unauthorized"
+        details = {}
     else:
-        default_message = f"injected status {code}"
+        message = f"injected status {code}"
+    return reason, message, details
 
+
+def kubernetes_status(
+    *,
+    code: int,
+    method: str = "GET",
+    path: str = "/",
+    query: str = "",
+    request_body: bytes = b"",
+    reason: str | None = None,
+    message: str | None = None,
+    details: Mapping[str, Any] | None = None,
+    retry_after: int | None = None,
+) -> dict[str, Any]:
+    """The ``Status`` object kube-apiserver would send for ``code`` on this request."""
+    asked = _asked(method=method, path=path, query=query, request_body=request_body)
+    default_reason, default_message, default_details = _default_status(
+        code, asked, path=path, retry_after=retry_after
+    )
     status: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",

@@ -691,14 +691,11 @@ class FaultProxy:
         """Poll (without blocking the loop) until ``count(...) >= at_least``; TimeoutError otherwise."""
         deadline = time.monotonic() + timeout
         while True:
-            seen = self.count(method=method, path=path, query=query)
-            if seen >= at_least:
+            seen = self._reached(
+                at_least=at_least, method=method, path=path, query=query, deadline=deadline, timeout=timeout
+            )
+            if seen is not None:
                 return seen
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"saw {seen} < {at_least} calls matching method={method} path={path} query={query} "
-                    f"within {timeout}s; calls: {self.calls()[-20:]}"
-                )
             await asyncio.sleep(interval)
 
     def wait_for_count_blocking(
@@ -714,15 +711,34 @@ class FaultProxy:
         """Same as :meth:`wait_for_count` for sync code (proxy running in its own thread)."""
         deadline = time.monotonic() + timeout
         while True:
-            seen = self.count(method=method, path=path, query=query)
-            if seen >= at_least:
+            seen = self._reached(
+                at_least=at_least, method=method, path=path, query=query, deadline=deadline, timeout=timeout
+            )
+            if seen is not None:
                 return seen
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"saw {seen} < {at_least} calls matching method={method} path={path} query={query} "
-                    f"within {timeout}s; calls: {self.calls()[-20:]}"
-                )
             time.sleep(interval)
+
+    def _reached(
+        self,
+        *,
+        at_least: int,
+        method: str | None,
+        path: str | re.Pattern[str] | None,
+        query: str | re.Pattern[str] | None,
+        deadline: float,
+        timeout: float,
+    ) -> int | None:
+        """The count once it is ``at_least``; None while it may still get there; TimeoutError after
+        ``deadline``."""
+        seen = self.count(method=method, path=path, query=query)
+        if seen >= at_least:
+            return seen
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"saw {seen} < {at_least} calls matching method={method} path={path} query={query} "
+                f"within {timeout}s; calls: {self.calls()[-20:]}"
+            )
+        return None
 
     # -- in-loop lifecycle ------------------------------------------------------------------------
 

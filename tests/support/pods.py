@@ -120,7 +120,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, TypedDict, Unpack, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -144,35 +144,44 @@ WORKER_IMAGE: Final = "registry.invalid/agentihooks-swarm/worker:test"
 Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
 
-def protocol_annotations(
-    *,
-    phase: Literal["Running", "Failed", "Succeeded"] | None = None,
-    exit_code: int | None = None,
-    reason: str | None = None,
-    message: str | None = None,
-    init_exit_code: int | None = None,
-    init_container: str | None = None,
-    run_for: str | None = None,
-    pod_reason: str | None = None,
-    pod_message: str | None = None,
-    waiting_reason: str | None = None,
-    waiting_message: str | None = None,
-) -> dict[str, str]:
+class Behaviour(TypedDict, total=False):
+    """How kwok plays a worker Pod, one protocol annotation a key (a key unset or None is left out)."""
+
+    phase: Literal["Running", "Failed", "Succeeded"] | None
+    exit_code: int | None
+    reason: str | None
+    message: str | None
+    init_exit_code: int | None
+    init_container: str | None
+    run_for: str | None
+    pod_reason: str | None
+    pod_message: str | None
+    waiting_reason: str | None
+    waiting_message: str | None
+
+
+#: Each key of :class:`Behaviour` and its annotation, in the order the annotations are written.
+_ANNOTATIONS: Final[Mapping[str, str]] = {
+    "phase": PHASE,
+    "exit_code": EXIT_CODE,
+    "reason": REASON,
+    "message": MESSAGE,
+    "init_exit_code": INIT_EXIT_CODE,
+    "init_container": INIT_CONTAINER,
+    "run_for": RUN_FOR,
+    "pod_reason": POD_REASON,
+    "pod_message": POD_MESSAGE,
+    "waiting_reason": WAITING_REASON,
+    "waiting_message": WAITING_MESSAGE,
+}
+
+
+def protocol_annotations(**behaviour: Unpack[Behaviour]) -> dict[str, str]:
     """The protocol annotations for the given behaviour (unset arguments are left out)."""
-    values: dict[str, str | int | None] = {
-        PHASE: phase,
-        EXIT_CODE: exit_code,
-        REASON: reason,
-        MESSAGE: message,
-        INIT_EXIT_CODE: init_exit_code,
-        INIT_CONTAINER: init_container,
-        RUN_FOR: run_for,
-        POD_REASON: pod_reason,
-        POD_MESSAGE: pod_message,
-        WAITING_REASON: waiting_reason,
-        WAITING_MESSAGE: waiting_message,
+    given: Mapping[str, object] = behaviour
+    return {
+        annotation: str(given[key]) for key, annotation in _ANNOTATIONS.items() if given.get(key) is not None
     }
-    return {key: str(value) for key, value in values.items() if value is not None}
 
 
 def _container(name: str, image: str) -> dict[str, Any]:
@@ -236,44 +245,23 @@ def worker_pod(
     namespace: str,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
-    phase: Literal["Running", "Failed", "Succeeded"] | None = None,
-    exit_code: int | None = None,
-    reason: str | None = None,
-    message: str | None = None,
-    init_exit_code: int | None = None,
-    init_container: str | None = None,
-    run_for: str | None = None,
-    pod_reason: str | None = None,
-    pod_message: str | None = None,
     containers: Sequence[str] = ("worker",),
     init_containers: Sequence[str] | None = None,
     image: str = WORKER_IMAGE,
     owner_references: Sequence[Mapping[str, Any]] | None = None,
+    **behaviour: Unpack[Behaviour],
 ) -> dict[str, Any]:
     """A Pod manifest (no ``nodeName``: kube-scheduler places it) following the protocol above.
 
     With ``init_exit_code`` and no ``init_containers``, one init container ``init`` is added.
     """
     if init_containers is None:
-        init_containers = ("init",) if init_exit_code is not None else ()
+        init_containers = ("init",) if behaviour.get("init_exit_code") is not None else ()
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
         "labels": dict(labels or {}),
-        "annotations": {
-            **dict(annotations or {}),
-            **protocol_annotations(
-                phase=phase,
-                exit_code=exit_code,
-                reason=reason,
-                message=message,
-                init_exit_code=init_exit_code,
-                init_container=init_container,
-                run_for=run_for,
-                pod_reason=pod_reason,
-                pod_message=pod_message,
-            ),
-        },
+        "annotations": {**dict(annotations or {}), **protocol_annotations(**behaviour)},
     }
     if owner_references:
         metadata["ownerReferences"] = [dict(ref) for ref in owner_references]

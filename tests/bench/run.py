@@ -76,6 +76,8 @@ class BenchOperator(OperatorProcess):
     def start(self, *, timeout: float = 30.0) -> None:
         if self.running:
             raise RuntimeError("the operator is already running")
+        if self.namespace is None:
+            raise ValueError("tests.bench.controller watches one namespace: give the operator one")
         args = [sys.executable, "-m", "tests.bench.controller", "--namespace", self.namespace]
         if self.baseline:
             args.append("--baseline")
@@ -304,22 +306,12 @@ class Run:
         memory_before: int,
     ) -> Result:
         assert operator.popen is not None
-        project = "outside-the-registration" if self.scenario == "A" else "allowed"
         sent = [0.0] * self.n
         # Count from when the operator watches Executions and its start-up discovery is over.
         await proxy.wait_for_count(path=r".*/executions", query=WATCH_QUERY, timeout=30)
         await asyncio.sleep(1.0)
         mark = len(proxy.calls())
         self.redis.config_resetstat()
-
-        async def create(index: int) -> None:
-            body = builders.execution(
-                name=self.executions[index], namespace=namespace, swarm=SLUG, project=project
-            )
-            await api.request(
-                "POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions", body
-            )
-
         meter = measure.CpuMeter(
             pids={
                 "operator": operator.popen.pid,
@@ -330,13 +322,82 @@ class Run:
         )
         meter.start()
         began = time.time()
-        await kube.bounded(self.n, CREATE_PARALLELISM, create, at=sent)
+        await self._create_executions(api, namespace=namespace, sent=sent)
         created = time.time()
-        names = [pod_name(e) for e in self.executions]
-        capture = self.mode == "capture"
-        # B's baseline writes attempt-retained too (without captures): the run waits for it alike.
-        wait_for_records = capture or self.scenario == "B"
+        complete = await self._until_settled(observer, proxy=proxy, operator=operator, mark=mark)
+        settled = time.time()
+        cpu_window, busy_share = meter.stop()
+        window = proxy.calls()[mark:]
+        figures = measure.process_figures(operator.popen.pid)
+        commands = measure.command_calls(self.redis)
+        memory_after = int(self.redis.info("memory")["used_memory"])
+        sizes = measure.record_sizes(self.redis, self.record_key)
+        operator.stop()
+        monitor.stop()
 
+        capture = self.mode == "capture"
+        stored_at = monitor.writes(command="hsetnx" if self.scenario == "A" else "hset", key=self.record_key)
+        times = self._times(observer, sent=sent, stored_at=stored_at)
+        ends = list(times.gone_at.values()) + (list(stored_at.values()) if capture else [])
+        notes: list[str] = []
+        if not complete:
+            notes.append(
+                f"incomplete: {len(times.gone_at)}/{self.n} Pods gone, {len(stored_at)}/{self.n} records"
+                f" after {settled - began:.0f}s"
+            )
+        notes.extend(f"watch: {e}" for e in observer.errors)
+        return Result(
+            scenario=self.scenario,
+            mode=self.mode,
+            n=self.n,
+            namespace=namespace,
+            complete=complete,
+            wall_seconds=(max(ends) - began) if ends else settled - began,
+            pods_gone=len(times.gone_at),
+            records=len(stored_at) if capture else 0,
+            latency_record=times.latency_record if capture else [],
+            latency_gone=times.latency_gone,
+            settle_seconds=settled - began,
+            api_per_pod=measure.per_pod(window, pods=self.n),
+            api_operator_wide=measure.operator_wide_calls(window),
+            redis_per_pod={k: v / self.n for k, v in sorted(commands.items())},
+            record_bytes=sum(sizes) / len(sizes) if sizes else 0.0,
+            redis_used_memory=memory_after,
+            redis_memory_delta=memory_after - memory_before,
+            peak_rss_mib=figures.peak_rss_mib,
+            rss_end_mib=figures.rss_mib,
+            cpu_seconds=figures.cpu_seconds,
+            create_seconds=created - began,
+            cpu_window=cpu_window,
+            machine_busy=busy_share,
+            watch_lag_max=max(times.lags) if times.lags else None,
+            notes=notes,
+            repeat=self.repeat,
+        )
+
+    async def _create_executions(self, api: kube.Api, *, namespace: str, sent: list[float]) -> None:
+        """The N Executions, :data:`CREATE_PARALLELISM` at a time; ``sent[i]``: when the i-th was sent."""
+        project = "outside-the-registration" if self.scenario == "A" else "allowed"
+
+        async def create(index: int) -> None:
+            body = builders.execution(
+                name=self.executions[index], namespace=namespace, swarm=SLUG, project=project
+            )
+            await api.request(
+                "POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions", body
+            )
+
+        await kube.bounded(self.n, CREATE_PARALLELISM, create, at=sent)
+
+    async def _until_settled(
+        self, observer: kube.Observer, *, proxy: FaultProxy, operator: OperatorProcess, mark: int
+    ) -> bool:
+        """Until every Pod is gone, every record stored and every Execution Done, and the operator
+        has sent nothing but watches and the Lease for :data:`QUIET_SECONDS`; or until nothing moved
+        for :data:`STALL_SECONDS`. Whether every Pod went and every record was stored."""
+        names = [pod_name(e) for e in self.executions]
+        # B's baseline writes attempt-retained too (without captures): the run waits for it alike.
+        wait_for_records = self.mode == "capture" or self.scenario == "B"
         progress: tuple[int, ...] = ()
         cursor = mark
         moved = quiet_since = time.monotonic()
@@ -355,24 +416,16 @@ class Run:
                 progress, moved = now, time.monotonic()
             complete = now[0] >= self.n and stored >= self.n
             if complete and now[2] >= self.n and time.monotonic() - quiet_since >= QUIET_SECONDS:
-                break
+                return complete
             if not operator.running:
                 raise RuntimeError(f"the operator died during {self.label}:\n{operator.tail()}")
             if time.monotonic() - moved > STALL_SECONDS or time.monotonic() > hard_stop:
-                break
-        settled = time.time()
-        cpu_window, busy_share = meter.stop()
-        window = proxy.calls()[mark:]
-        figures = measure.process_figures(operator.popen.pid)
-        commands = measure.command_calls(self.redis)
-        memory_after = int(self.redis.info("memory")["used_memory"])
-        sizes = measure.record_sizes(self.redis, self.record_key)
-        operator.stop()
-        monitor.stop()
+                return complete
 
-        stored_at = monitor.writes(command="hsetnx" if self.scenario == "A" else "hset", key=self.record_key)
+    def _times(self, observer: kube.Observer, *, sent: list[float], stored_at: dict[str, float]) -> _Times:
+        """When each Execution's worker was refused (A: its Execution sent; B: its Pod seen Failed),
+        its Pod gone and its record stored."""
         refused_at: dict[str, float] = {}
-        notes: list[str] = []
         lags: list[float] = []
         for index, execution in enumerate(self.executions):
             seen = observer.pods.get(pod_name(execution))
@@ -385,51 +438,25 @@ class Run:
         gone_at = {
             e: s.deleted_at for e in self.executions if (s := observer.pods.get(pod_name(e))) and s.deleted_at
         }
-        latency_gone = [
-            gone_at[e] - refused_at[e] for e in self.executions if e in gone_at and e in refused_at
-        ]
-        latency_record = (
-            [stored_at[e] - refused_at[e] for e in self.executions if e in stored_at and e in refused_at]
-            if capture
-            else []
+        return _Times(
+            gone_at=gone_at,
+            latency_gone=[
+                gone_at[e] - refused_at[e] for e in self.executions if e in gone_at and e in refused_at
+            ],
+            latency_record=[
+                stored_at[e] - refused_at[e] for e in self.executions if e in stored_at and e in refused_at
+            ],
+            lags=lags,
         )
-        ends = list(gone_at.values()) + (list(stored_at.values()) if capture else [])
-        wall = (max(ends) - began) if ends else settled - began
-        if not complete:
-            notes.append(
-                f"incomplete: {len(gone_at)}/{self.n} Pods gone, {len(stored_at)}/{self.n} records after "
-                f"{settled - began:.0f}s"
-            )
-        notes.extend(f"watch: {e}" for e in observer.errors)
-        per_command = {k: v / self.n for k, v in sorted(commands.items())}
-        return Result(
-            scenario=self.scenario,
-            mode=self.mode,
-            n=self.n,
-            namespace=namespace,
-            complete=complete,
-            wall_seconds=wall,
-            pods_gone=len(gone_at),
-            records=len(stored_at) if capture else 0,
-            latency_record=latency_record,
-            latency_gone=latency_gone,
-            settle_seconds=settled - began,
-            api_per_pod=measure.per_pod(window, pods=self.n),
-            api_operator_wide=measure.operator_wide_calls(window),
-            redis_per_pod=per_command,
-            record_bytes=sum(sizes) / len(sizes) if sizes else 0.0,
-            redis_used_memory=memory_after,
-            redis_memory_delta=memory_after - memory_before,
-            peak_rss_mib=figures.peak_rss_mib,
-            rss_end_mib=figures.rss_mib,
-            cpu_seconds=figures.cpu_seconds,
-            create_seconds=created - began,
-            cpu_window=cpu_window,
-            machine_busy=busy_share,
-            watch_lag_max=max(lags) if lags else None,
-            notes=notes,
-            repeat=self.repeat,
-        )
+
+
+@dataclass(frozen=True)
+class _Times:
+    gone_at: dict[str, float]
+    latency_gone: list[float]
+    latency_record: list[float]
+    lags: list[float]
+    """B: how long after each container's ``finishedAt`` the bench saw its Pod Failed."""
 
 
 async def remove_namespace(cluster: ControlPlane, namespace: str) -> None:

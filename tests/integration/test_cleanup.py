@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -16,41 +14,27 @@ from agentihooks_swarm import records
 from agentihooks_swarm.controller import leadership
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import cleanup, events, model
-from agentihooks_swarm.storage import operations
-from tests.support import pods, rbac
-from tests.support.cleanup_passes import gone, retained_of, run_pass
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
-from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod
-from tests.support.proxy import FaultProxy
+from tests.support import pods
+from tests.support.fixtures_rig import Rig
+from tests.support.planting import PLANTED, SLUG
 
 pytestmark = pytest.mark.integration
 
-
-async def journal_of(store: operations.AsyncStore, attempt: model.Attempt) -> dict[str, Any] | None:
-    raw = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
-    return None if raw is None else json.loads(raw)
+#: The Role of a ServiceAccount that may remove a worker's Pod and Service but not read its log.
+NO_LOGS = [{"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]}]
 
 
-async def test_failed_worker_is_captured_once_deleted_and_retained(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
-    attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
+async def test_failed_worker_is_captured_once_deleted_and_retained(rig: Rig) -> None:
+    attempt = rig.attempt()
+    pod = await rig.plant(attempt, exit_code=78, reason="Error")
     notify = events.Collected()
-    async with runtime_for(proxy_kubeconfig) as runtime:
-        retained = await run_pass(runtime, store, attempt, notify=notify)
-    await gone(admin_api, namespace, attempt.pod_name)
-    assert fault_proxy.count(path=r".*/log$") == 1
-    assert fault_proxy.count(method="DELETE") == 1
-    assert await journal_of(store, attempt) is None
-    kept = await retained_of(store, attempt)
+    async with rig.runtime() as runtime:
+        retained = await rig.cleanup(runtime, attempt, notify=notify)
+    await rig.gone(attempt)
+    assert rig.proxy.count(path=r".*/log$") == 1
+    assert rig.proxy.count(method="DELETE") == 1
+    assert await rig.journal(attempt) is None
+    kept = await rig.retained(attempt)
     assert set(kept) == {"execution", "final", "watermark", "archived", "removed"}
     assert kept["final"]["state"] == "failed"
     [entry] = kept["removed"]["pods"]
@@ -67,40 +51,32 @@ async def test_failed_worker_is_captured_once_deleted_and_retained(
     assert [e[1] for e in notify.items] == ["CleanupFinished"]
 
 
-async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    tmp_path: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
+async def pinned_pod(rig: Rig, attempt: model.Attempt) -> dict[str, Any]:
+    """The one Pod ``attempt``'s cleanup journal pinned, as stored."""
+    journal = await rig.journal(attempt)
+    assert journal is not None
+    [pinned] = journal["pinned"]["pods"]
+    return dict(pinned)
+
+
+async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(rig: Rig) -> None:
     """Real RBAC without pods/log: the spec's Configuration section, pass by pass."""
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
-    kubeconfig = await rbac.service_account_with_rules(
-        admin_api,
-        control_plane,
-        namespace=namespace,
-        name="op",
-        kubeconfig=tmp_path / "sa",
-        rules=[{"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]}],
-    )
+    attempt = rig.attempt()
+    await rig.plant(attempt, exit_code=78, reason="Error")
+    kubeconfig = await rig.service_account(name="op", rules=NO_LOGS)
     notify = events.Collected()
-    async with runtime_for(kubeconfig) as runtime:
+    async with rig.runtime(kubeconfig=kubeconfig) as runtime:
         for expected in (1, 2):
             with pytest.raises(cleanup.PassFailed, match=f"log_reads {expected} of 3.*pods/log"):
-                await run_pass(runtime, store, attempt, notify=notify)
-            journal = await journal_of(store, attempt)
-            assert journal is not None
-            [pinned] = journal["pinned"]["pods"]
+                await rig.cleanup(runtime, attempt, notify=notify)
+            pinned = await pinned_pod(rig, attempt)
             assert pinned["log_reads"] == expected
             assert "startup" not in pinned and "sent" not in pinned
-            assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
-        await run_pass(runtime, store, attempt, notify=notify)
+            assert await rig.exists(attempt)
+        await rig.cleanup(runtime, attempt, notify=notify)
         degraded = runtime.metrics.captures.labels(path="cleanup", result="degraded")._value.get()
-    await gone(admin_api, namespace, attempt.pod_name)
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    await rig.gone(attempt)
+    [entry] = await rig.removed_pods(attempt)
     assert (entry["outcome"], entry["log_reads"]) == ("deleted", 3)
     [container] = entry["startup"]["containers"]
     assert set(container) == {"name", "terminated", "log_error"}  # No log; log_error says why.
@@ -113,32 +89,20 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(
 
 @pytest.mark.parametrize("fault", ["429", "503", "timeout"])
 async def test_a_log_read_that_may_pass_is_retried_uncounted_and_a_later_success_keeps_the_full_capture(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-    fault: str,
+    rig: Rig, fault: str
 ) -> None:
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    if fault == "timeout":
-        fault_proxy.hang(path=r".*/log$", times=1)
-    else:
-        fault_proxy.fail(status=int(fault), path=r".*/log$", times=1)
-    async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
+    attempt = rig.attempt()
+    await rig.plant(attempt, exit_code=78)
+    rig.fault(fault, path=r".*/log$", times=1)
+    async with rig.runtime(timeout=1.0) as runtime:
         with pytest.raises(cleanup.PassFailed, match="log_reads 0 of 3; such failures count 10, 60, 300 s"):
-            await run_pass(runtime, store, attempt)
-        journal = await journal_of(store, attempt)
-        assert journal is not None
-        [pinned] = journal["pinned"]["pods"]
+            await rig.cleanup(runtime, attempt)
+        pinned = await pinned_pod(rig, attempt)
         assert "log_reads" not in pinned and pinned["log_read_failed_at"]
         cause = "timeout" if fault == "timeout" else "unavailable"
         assert pinned["log_read_error"]["cause"] == cause
-        await run_pass(runtime, store, attempt)
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+        await rig.cleanup(runtime, attempt)
+    [entry] = await rig.removed_pods(attempt)
     assert "log_reads" not in entry  # Nothing counted: the capture is whole.
     assert entry["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
 
@@ -148,90 +112,62 @@ def ago(seconds: float) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-async def test_an_unreachable_node_counts_only_at_10_60_and_300_s_then_its_pod_goes(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
+async def test_an_unreachable_node_counts_only_at_10_60_and_300_s_then_its_pod_goes(rig: Rig) -> None:
     """The API server answers 500 when it cannot reach the Pod's kubelet. The journal's first
     failure time is moved back by the test to stand for the minutes a real outage takes."""
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    attempt = rig.attempt()
+    await rig.plant(attempt, exit_code=78)
     unreachable = 'Get "https://127.0.0.1:10250/containerLogs/ns/p/worker": net/http: TLS handshake timeout'
-    fault_proxy.fail(status=500, reason="InternalError", message=unreachable, path=r".*/log$", times=None)
+    rig.proxy.fail(status=500, reason="InternalError", message=unreachable, path=r".*/log$", times=None)
 
     async def since(seconds: float, *, reads: int | None) -> None:
-        stored = await store.read_journal(slug=SLUG, execution=attempt.execution)
+        stored = await rig.store.read_journal(slug=SLUG, execution=attempt.execution)
         assert stored is not None
         stored.pinned.pods[0].log_read_failed_at = ago(seconds)
         stored.pinned.pods[0].log_reads = reads
-        await store.save_journal(slug=SLUG, journal=stored)
+        await rig.store.save_journal(slug=SLUG, journal=stored)
 
-    async with runtime_for(proxy_kubeconfig) as runtime:
+    async with rig.runtime() as runtime:
         with pytest.raises(cleanup.PassFailed, match=r"node_unreachable.*could not reach the Pod's kubelet"):
-            await run_pass(runtime, store, attempt)
+            await rig.cleanup(runtime, attempt)
         # Each first failure moved well clear of its bound (the journal keeps whole seconds).
         for moved, before, after in ((5, None, None), (15, None, 1), (50, 1, 1), (70, 1, 2), (290, 2, 2)):
             await since(moved, reads=before)
             with pytest.raises(cleanup.PassFailed, match=f"log_reads {after or 0} of 3"):
-                await run_pass(runtime, store, attempt)
-            assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+                await rig.cleanup(runtime, attempt)
+            assert await rig.exists(attempt)
         await since(310, reads=2)
-        await run_pass(runtime, store, attempt)
-    await gone(admin_api, namespace, attempt.pod_name)
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+        await rig.cleanup(runtime, attempt)
+    await rig.gone(attempt)
+    [entry] = await rig.removed_pods(attempt)
     assert entry["log_reads"] == 3
     [container] = entry["startup"]["containers"]
     assert "log" not in container and container["log_error"]["cause"] == "node_unreachable"
 
 
-async def test_a_restarted_pass_reuses_the_saved_capture(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    fault_proxy.fail(status=500, method="DELETE", path=r".*/pods/.*", times=1)
-    async with runtime_for(proxy_kubeconfig) as runtime:
+async def test_a_restarted_pass_reuses_the_saved_capture(rig: Rig) -> None:
+    attempt = rig.attempt()
+    await rig.plant(attempt, exit_code=78)
+    rig.fault("500", method="DELETE", path=r".*/pods/.*", times=1)
+    async with rig.runtime() as runtime:
         with pytest.raises(Exception, match="500"):
-            await run_pass(runtime, store, attempt)
-        journal = await journal_of(store, attempt)
-        assert journal is not None
-        [pinned] = journal["pinned"]["pods"]
+            await rig.cleanup(runtime, attempt)
+        pinned = await pinned_pod(rig, attempt)
         assert pinned["sent"] is True
         assert pinned["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
-        await run_pass(runtime, store, attempt)
-    assert fault_proxy.count(path=r".*/log$") == 1
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+        await rig.cleanup(runtime, attempt)
+    assert rig.proxy.count(path=r".*/log$") == 1
+    [entry] = await rig.removed_pods(attempt)
     assert entry["outcome"] == "deleted" and "log_reads" not in entry
 
 
-async def test_outcomes_absent_replaced_unselected_and_services(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
-    core = client.CoreV1Api(admin_api)
-    absent = attempt_for(namespace, execution="absent")
-    replaced = attempt_for(namespace, execution="replaced")
-    unselected = attempt_for(namespace, execution="unselected")
+async def test_outcomes_absent_replaced_unselected_and_services(rig: Rig) -> None:
+    core = client.CoreV1Api(rig.api)
+    absent, replaced, unselected = (rig.attempt(execution=e) for e in ("absent", "replaced", "unselected"))
     for attempt in (absent, replaced, unselected):
-        await plant_pod(admin_api, control_plane, attempt=attempt, phase="Running", log=None)
+        await rig.plant(attempt, phase="Running", log=None)
     await core.create_namespaced_service(
-        namespace,
+        rig.namespace,
         cast(
             Any,
             {
@@ -240,103 +176,92 @@ async def test_outcomes_absent_replaced_unselected_and_services(
             },
         ),
     )
-    async with runtime_for(proxy_kubeconfig) as runtime:
+    async with rig.runtime() as runtime:
         pinned: dict[str, records.Journal] = {}
         for a in (absent, replaced, unselected):
-            entry = await cleanup.pin(runtime=runtime, store=store, guard=model.Unguarded(), attempt=a)
+            entry = await cleanup.pin(runtime=runtime, store=rig.store, guard=model.Unguarded(), attempt=a)
             assert isinstance(entry, records.Journal)
             pinned[a.execution] = entry
         assert [p.name for p in pinned["absent"].pinned.services] == ["swarm-terminal-absent-1"]
-        await core.delete_namespaced_pod(absent.pod_name, namespace, grace_period_seconds=0)
-        await gone(admin_api, namespace, absent.pod_name)
-        await core.delete_namespaced_pod(replaced.pod_name, namespace, grace_period_seconds=0)
-        await gone(admin_api, namespace, replaced.pod_name)
-        await plant_pod(admin_api, control_plane, attempt=replaced, phase="Running", log=None)
+        for attempt in (absent, replaced):
+            await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=0)
+            await rig.gone(attempt)
+        await rig.plant(replaced, phase="Running", log=None)
         await core.patch_namespaced_pod(
-            unselected.pod_name, namespace, {"metadata": {"labels": {labels.EXECUTION: "someone-else"}}}
+            unselected.pod_name, rig.namespace, {"metadata": {"labels": {labels.EXECUTION: "someone-else"}}}
         )
         # Objects created after pinning are not added.
         await core.create_namespaced_pod(
-            namespace,
-            cast(Any, pods.worker_pod(name="late-comer", namespace=namespace, labels=absent.labels)),
+            rig.namespace,
+            cast(Any, pods.worker_pod(name="late-comer", namespace=rig.namespace, labels=absent.labels)),
         )
-        fault_proxy.reset_counts()
+        rig.proxy.reset_counts()
         for attempt in (absent, replaced, unselected):
-            await run_pass(runtime, store, attempt)
-    outcomes = {a.execution: (await retained_of(store, a))["removed"] for a in (absent, replaced, unselected)}
+            await rig.cleanup(runtime, attempt)
+    outcomes = {a.execution: (await rig.retained(a))["removed"] for a in (absent, replaced, unselected)}
     assert [p["outcome"] for p in outcomes["absent"]["pods"]] == ["absent"]
     assert [(s["name"], s["outcome"]) for s in outcomes["absent"]["services"]] == [
         ("swarm-terminal-absent-1", "deleted")
     ]
     assert [p["outcome"] for p in outcomes["replaced"]["pods"]] == ["replaced"]
     assert [p["outcome"] for p in outcomes["unselected"]["pods"]] == ["unselected"]
-    assert [c.path for c in fault_proxy.calls() if c.method == "DELETE"] == [
-        f"/api/v1/namespaces/{namespace}/services/swarm-terminal-absent-1"
+    assert [c.path for c in rig.proxy.calls() if c.method == "DELETE"] == [
+        f"/api/v1/namespaces/{rig.namespace}/services/swarm-terminal-absent-1"
     ]
-    assert await pods.pod_exists(admin_api, namespace=namespace, name=replaced.pod_name)
-    assert await pods.pod_exists(admin_api, namespace=namespace, name=unselected.pod_name)
-    assert await pods.pod_exists(admin_api, namespace=namespace, name="late-comer")
+    assert await rig.exists(replaced)
+    assert await rig.exists(unselected)
+    assert await pods.pod_exists(rig.api, namespace=rig.namespace, name="late-comer")
 
 
-async def test_delete_that_reached_the_server_is_absent_after_send_on_the_next_pass(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, phase="Running", log=None)
+async def test_delete_that_reached_the_server_is_absent_after_send_on_the_next_pass(rig: Rig) -> None:
+    attempt = rig.attempt()
+    await rig.plant(attempt, phase="Running", log=None)
     # The delete reaches the API server; its answer comes after the client gave up.
-    fault_proxy.delay(seconds=3, method="DELETE", path=r".*/pods/.*", times=1, after_forward=True)
-    async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
+    rig.proxy.delay(seconds=3, method="DELETE", path=r".*/pods/.*", times=1, after_forward=True)
+    async with rig.runtime(timeout=1.0) as runtime:
         with pytest.raises(TimeoutError):
-            await run_pass(runtime, store, attempt)
-        await gone(admin_api, namespace, attempt.pod_name)
-        await run_pass(runtime, store, attempt)
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+            await rig.cleanup(runtime, attempt)
+        await rig.gone(attempt)
+        await rig.cleanup(runtime, attempt)
+    [entry] = await rig.removed_pods(attempt)
     assert entry["outcome"] == "absent_after_send"
-    assert fault_proxy.count(method="DELETE") == 1
+    assert rig.proxy.count(method="DELETE") == 1
 
 
 async def test_a_refused_pod_someone_else_deletes_is_captured_waited_for_quietly_and_never_deleted_again(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
+    rig: Rig,
 ) -> None:
     """Launch removal's own delete looks the same to cleanup: a Pod with a deletionTimestamp whose
     delete this cleanup never sent. A finalizer holds it here for as long as the test needs."""
-    attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    core = client.CoreV1Api(admin_api)
-    await core.patch_namespaced_pod(attempt.pod_name, namespace, {"metadata": {"finalizers": ["test/hold"]}})
-    await core.delete_namespaced_pod(attempt.pod_name, namespace, grace_period_seconds=30)
-    fault_proxy.reset_counts()
+    attempt = rig.attempt()
+    pod = await rig.plant(attempt, exit_code=78)
+    core = client.CoreV1Api(rig.api)
+    await core.patch_namespaced_pod(
+        attempt.pod_name, rig.namespace, {"metadata": {"finalizers": ["test/hold"]}}
+    )
+    await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=30)
+    rig.proxy.reset_counts()
     try:
-        async with runtime_for(proxy_kubeconfig) as runtime:
+        async with rig.runtime() as runtime:
             with pytest.raises(cleanup.Terminating, match="being deleted, not by this cleanup") as waiting:
-                await run_pass(runtime, store, attempt)
+                await rig.cleanup(runtime, attempt)
             assert not waiting.value.overdue
-            journal = await journal_of(store, attempt)
-            assert journal is not None
-            [pinned] = journal["pinned"]["pods"]
+            pinned = await pinned_pod(rig, attempt)
             assert pinned["uid"] == pod["metadata"]["uid"] and not pinned.get("sent")
             assert pinned["startup"]["containers"][0]["log"].endswith(PLANTED.decode())
-            await core.patch_namespaced_pod(attempt.pod_name, namespace, {"metadata": {"finalizers": None}})
-            await gone(admin_api, namespace, attempt.pod_name)
-            await run_pass(runtime, store, attempt)
+            await core.patch_namespaced_pod(
+                attempt.pod_name, rig.namespace, {"metadata": {"finalizers": None}}
+            )
+            await rig.gone(attempt)
+            await rig.cleanup(runtime, attempt)
     finally:
         with contextlib.suppress(client.ApiException):
-            await core.patch_namespaced_pod(attempt.pod_name, namespace, {"metadata": {"finalizers": None}})
-    assert fault_proxy.count(method="DELETE") == 0
-    assert fault_proxy.count(path=r".*/log$") == 1
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+            await core.patch_namespaced_pod(
+                attempt.pod_name, rig.namespace, {"metadata": {"finalizers": None}}
+            )
+    assert rig.proxy.count(method="DELETE") == 0
+    assert rig.proxy.count(path=r".*/log$") == 1
+    [entry] = await rig.removed_pods(attempt)
     assert entry["outcome"] == "absent"
     assert entry["startup"]["containers"][0]["terminated"]["exitCode"] == 78
 
@@ -356,26 +281,19 @@ class LosesLeadership:
 
 @pytest.mark.parametrize("step", ["deleting pod", "saving the capture", "moving the journal"])
 async def test_a_replica_that_loses_the_lease_stops_before_its_next_write_or_delete(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-    step: str,
+    rig: Rig, step: str
 ) -> None:
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    async with runtime_for(proxy_kubeconfig) as runtime:
+    attempt = rig.attempt()
+    await rig.plant(attempt, exit_code=78)
+    async with rig.runtime() as runtime:
         with pytest.raises(leadership.NotLeader):
-            await run_pass(runtime, store, attempt, guard=LosesLeadership(before=step))
+            await rig.cleanup(runtime, attempt, guard=LosesLeadership(before=step))
         if step != "moving the journal":
-            assert fault_proxy.count(method="DELETE") == 0
-            assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
-        assert await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution) is None
-        await run_pass(runtime, store, attempt)  # The new leader finishes the same journal.
-    assert fault_proxy.count(method="DELETE") == 1
-    assert fault_proxy.count(path=r".*/log$") == (2 if step == "saving the capture" else 1)
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+            assert rig.proxy.count(method="DELETE") == 0
+            assert await rig.exists(attempt)
+        assert await rig.store.redis.hget(rig.store.key(SLUG, "attempt-retained"), attempt.execution) is None
+        await rig.cleanup(runtime, attempt)  # The new leader finishes the same journal.
+    assert rig.proxy.count(method="DELETE") == 1
+    assert rig.proxy.count(path=r".*/log$") == (2 if step == "saving the capture" else 1)
+    [entry] = await rig.removed_pods(attempt)
     assert entry["outcome"] == "deleted"

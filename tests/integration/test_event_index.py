@@ -10,7 +10,6 @@ import dataclasses
 import datetime
 import json
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,28 +20,31 @@ from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import event_index
 from agentihooks_swarm.lifecycle import model
 from agentihooks_swarm.storage import operations
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
-from tests.support.planting import SLUG, attempt_for, plant_pod, remove
+from tests.support.fixtures_rig import Rig
+from tests.support.planting import SLUG, remove
 from tests.support.proxy import WATCH_QUERY, FaultProxy, WatchError
 
 pytestmark = pytest.mark.integration
 
 
 @contextlib.asynccontextmanager
-async def indexed(runtime: model.Runtime, *, namespace: str) -> AsyncIterator[model.Runtime]:
-    """The runtime with a running Events index of ``namespace`` (retrying quickly)."""
-    index = event_index.EventIndex(namespace=namespace, metrics=runtime.metrics)
-    watch = dataclasses.replace(
-        event_index.informer(client=runtime.pods, index=index), retry_seconds=0.2, retry_cap_seconds=0.2
-    )
-    task = asyncio.create_task(watch.run())
-    try:
-        yield dataclasses.replace(runtime, events=index)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+async def indexed(rig: Rig) -> AsyncIterator[model.Runtime]:
+    """A runtime through the proxy with a running Events index of the test's namespace (retrying
+    quickly)."""
+    async with rig.runtime() as runtime:
+        index = event_index.EventIndex(namespace=rig.namespace, metrics=runtime.metrics)
+        watch = dataclasses.replace(
+            event_index.informer(client=runtime.cluster.pods, index=index),
+            retry_seconds=0.2,
+            retry_cap_seconds=0.2,
+        )
+        task = asyncio.create_task(watch.run())
+        try:
+            yield dataclasses.replace(runtime, events=index)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 async def until(
@@ -112,33 +114,28 @@ def dumped(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [json.loads(records.dump(e)) for e in diagnostics.fit_events(raw)]
 
 
-async def test_a_capture_reads_the_pods_events_from_the_index_without_a_list(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
-    attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    async with runtime_for(proxy_kubeconfig) as plain, indexed(plain, namespace=namespace) as runtime:
-        await post_event(admin_api, pod=pod, reason="BackOff", message="Back-off restarting failed container")
-        changed = await post_event(admin_api, pod=pod, reason="Failed", message="exit 78")
-        await client.CoreV1Api(admin_api).patch_namespaced_event(
+async def test_a_capture_reads_the_pods_events_from_the_index_without_a_list(rig: Rig) -> None:
+    namespace = rig.namespace
+    attempt = rig.attempt()
+    pod = await rig.plant(attempt, exit_code=78)
+    async with indexed(rig) as runtime:
+        await post_event(rig.api, pod=pod, reason="BackOff", message="Back-off restarting failed container")
+        changed = await post_event(rig.api, pod=pod, reason="Failed", message="exit 78")
+        await client.CoreV1Api(rig.api).patch_namespaced_event(
             changed["metadata"]["name"], namespace, {"count": 3}
         )
         await until(
             "the index holds both Events, one changed",
             lambda: {("BackOff", 1), ("Failed", 3)} <= set(reasons(held(runtime, pod))),
-            proxy=fault_proxy,
+            proxy=rig.proxy,
         )
-        expected = dumped(await plain.pods.pod_events(namespace=namespace, uid=pod["metadata"]["uid"]))
+        expected = dumped(
+            await runtime.cluster.pods.pod_events(namespace=namespace, uid=pod["metadata"]["uid"])
+        )
         # Ours, and the scheduler's own (Scheduled).
         assert {("BackOff", 1), ("Failed", 3)} <= {(e["reason"], e["count"]) for e in expected}
         assert dumped(held(runtime, pod) or []) == expected
-        fault_proxy.reset_counts()
+        rig.proxy.reset_counts()
         removal = await remove(runtime, attempt, pod["metadata"]["uid"])
         assert removal.removed is True
         reads = runtime.metrics.pod_events_reads
@@ -148,30 +145,22 @@ async def test_a_capture_reads_the_pods_events_from_the_index_without_a_list(
     assert runtime.events is not None and runtime.events.events(namespace=namespace, uid="any") is None
     assert runtime.metrics.event_index_synced._value.get() == 0
     base = f"/api/v1/namespaces/{namespace}/pods/{attempt.pod_name}"
-    calls = [(c.method, c.path) for c in fault_proxy.calls() if not WATCH_QUERY.search(c.query)]
+    calls = [(c.method, c.path) for c in rig.proxy.calls() if not WATCH_QUERY.search(c.query)]
     assert calls == [("GET", base), ("GET", base + "/log"), ("DELETE", base)]  # No Events list.
-    assert await stored_events(store) == expected
+    assert await stored_events(rig.store) == expected
 
 
-async def test_while_the_watch_is_refused_a_capture_lists_the_pods_events(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
+async def test_while_the_watch_is_refused_a_capture_lists_the_pods_events(rig: Rig) -> None:
     """A Role with list but not watch on events (the Role before the index): every capture lists."""
-    path = f"/api/v1/namespaces/{namespace}/events"
-    fault_proxy.fail(status=403, method="GET", path=path, query=WATCH_QUERY, times=None)
-    attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    await post_event(admin_api, pod=pod, reason="Failed", message="exit 78")
-    async with runtime_for(proxy_kubeconfig) as plain, indexed(plain, namespace=namespace) as runtime:
+    path = f"/api/v1/namespaces/{rig.namespace}/events"
+    rig.proxy.fail(status=403, method="GET", path=path, query=WATCH_QUERY, times=None)
+    attempt = rig.attempt()
+    pod = await rig.plant(attempt, exit_code=78)
+    await post_event(rig.api, pod=pod, reason="Failed", message="exit 78")
+    async with indexed(rig) as runtime:
         await until(
             "the index listed and its watch was refused twice",
-            lambda: fault_proxy.count(method="GET", path=path, query=WATCH_QUERY) >= 2,
+            lambda: rig.proxy.count(method="GET", path=path, query=WATCH_QUERY) >= 2,
         )
         assert held(runtime, pod) is None
         removal = await remove(runtime, attempt, pod["metadata"]["uid"])
@@ -179,27 +168,20 @@ async def test_while_the_watch_is_refused_a_capture_lists_the_pods_events(
         reads = runtime.metrics.pod_events_reads
         assert (reads.labels(source="index")._value.get(), reads.labels(source="list")._value.get()) == (0, 1)
         assert runtime.metrics.event_index_synced._value.get() == 0
-    assert uid_lists(fault_proxy, namespace) == 1
-    assert ("Failed", 1) in [(e["reason"], e["count"]) for e in await stored_events(store)]
+    assert uid_lists(rig.proxy, rig.namespace) == 1
+    assert ("Failed", 1) in [(e["reason"], e["count"]) for e in await stored_events(rig.store)]
 
 
-async def test_a_broken_watch_lists_again_and_follows_adds_changes_and_deletes(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-) -> None:
+async def test_a_broken_watch_lists_again_and_follows_adds_changes_and_deletes(rig: Rig) -> None:
+    namespace, admin_api = rig.namespace, rig.api
     path = f"/api/v1/namespaces/{namespace}/events"
-    attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
+    pod = await rig.plant(rig.attempt(), exit_code=78)
     await post_event(admin_api, pod=pod, reason="Planted", message="before the index")
     # The first watch answers 410 Expired (as after a long disconnection): the index lists again.
-    fault_proxy.add_rule(method="GET", path=path, query=WATCH_QUERY, action=WatchError(), times=1)
-    async with runtime_for(proxy_kubeconfig) as plain, indexed(plain, namespace=namespace) as runtime:
+    rig.proxy.add_rule(method="GET", path=path, query=WATCH_QUERY, action=WatchError(), times=1)
+    async with indexed(rig) as runtime:
         await until("the index listed again after the 410", lambda: held(runtime, pod) is not None)
-        lists = [c for c in fault_proxy.calls() if c.path == path and not WATCH_QUERY.search(c.query)]
+        lists = [c for c in rig.proxy.calls() if c.path == path and not WATCH_QUERY.search(c.query)]
         assert len(lists) == 2 and all("involvedObject.kind=Pod" in c.query for c in lists)
         before = reasons(held(runtime, pod))
         assert ("Planted", 1) in before
@@ -211,7 +193,7 @@ async def test_a_broken_watch_lists_again_and_follows_adds_changes_and_deletes(
         await until("the changed count", lambda: ("BackOff", 9) in reasons(held(runtime, pod)))
         await client.CoreV1Api(admin_api).delete_namespaced_event(added["metadata"]["name"], namespace)
         await until("the deleted Event gone", lambda: reasons(held(runtime, pod)) == before)
-        listed = await plain.pods.pod_events(namespace=namespace, uid=pod["metadata"]["uid"])
+        listed = await runtime.cluster.pods.pod_events(namespace=namespace, uid=pod["metadata"]["uid"])
         assert dumped(held(runtime, pod) or []) == dumped(listed)
         assert runtime.events is not None
         # In sync and nothing held about a Pod: it has no Events (no list needed).

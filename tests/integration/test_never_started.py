@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,13 +14,9 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import errors, records
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import attempts, cleanup, events, model
-from agentihooks_swarm.storage import operations
-from tests.support import pods, rbac
-from tests.support.cleanup_passes import retained_of, run_pass
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
-from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod, remove
-from tests.support.proxy import FaultProxy
+from tests.support import pods
+from tests.support.fixtures_rig import Rig
+from tests.support.planting import PLANTED, remove
 
 pytestmark = pytest.mark.integration
 
@@ -56,34 +51,22 @@ async def waiting_pod(
 
 
 async def test_an_init_failure_captures_the_init_log_and_the_main_container_waiting(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
+    rig: Rig,
 ) -> None:
     """As on a real kubelet: init exits 3, the main container stays waiting (PodInitializing).
     Its log is never asked for (a kubelet answers 400 "waiting to start"), and the Pod goes."""
-    attempt = attempt_for(namespace)
-    await pods.plant_log(
-        cluster=control_plane,
-        namespace=namespace,
-        pod=attempt.pod_name,
-        container="init",
-        content=b"no creds\n",
-    )
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, phase=None, log=None, init_exit_code=3)
-    fault_proxy.reset_counts()
-    async with runtime_for(proxy_kubeconfig) as runtime:
+    attempt = rig.attempt()
+    await rig.plant_log(attempt, container="init", content=b"no creds\n")
+    pod = await rig.plant(attempt, phase=None, log=None, init_exit_code=3)
+    rig.proxy.reset_counts()
+    async with rig.runtime() as runtime:
         assert (await remove(runtime, attempt, pod["metadata"]["uid"])).removed is True
         counted = runtime.metrics.startup_failures.labels("launch", "exit_code")._value.get()
     assert counted == 1
-    assert fault_proxy.count(path=r".*/log$") == 1
-    [read] = fault_proxy.matching_calls(path=r".*/log$")
+    assert rig.proxy.count(path=r".*/log$") == 1
+    [read] = rig.proxy.matching_calls(path=r".*/log$")
     assert "container=init" in read.query
-    record = await store.read_startup(slug=SLUG, execution=attempt.execution)
+    record = await rig.startup(execution=attempt.execution)
     assert record is not None
     startup = record.startup
     assert [c.name for c in startup.containers] == ["init"]
@@ -97,7 +80,7 @@ async def test_an_init_failure_captures_the_init_log_and_the_main_container_wait
         c for c in startup.conditions if c["type"] == "Initialized"
     ).items()
     assert startup.failure_class == records.FailureClass.EXIT_CODE
-    assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+    assert not await rig.exists(attempt)
 
 
 async def never_ran(api: client.ApiClient, attempt: model.Attempt) -> dict[str, Any]:
@@ -113,101 +96,77 @@ async def never_ran(api: client.ApiClient, attempt: model.Attempt) -> dict[str, 
     return pod
 
 
+def answer_waiting_to_start(rig: Rig, attempt: model.Attempt) -> None:
+    """Every read of ``attempt``'s log answered as a kubelet answers for a container not started."""
+    rig.proxy.fail(
+        status=400,
+        reason="BadRequest",
+        message=WAITING_TO_START.format(pod=attempt.pod_name),
+        path=r".*/log$",
+        times=None,
+    )
+
+
 @pytest.mark.parametrize("path", ["launch", "cleanup"])
 async def test_a_log_read_answering_waiting_to_start_for_a_container_that_never_ran_is_no_failure(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
+    rig: Rig,
     path: str,
 ) -> None:
     """The kubelet's 400 for a container that never ran: no log to lose, so the Pod is not kept
     (launch) and no log_reads are counted (cleanup); the entry says why it has no log."""
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    pod = await never_ran(admin_api, attempt)
-    fault_proxy.fail(
-        status=400,
-        reason="BadRequest",
-        message=WAITING_TO_START.format(pod=attempt.pod_name),
-        path=r".*/log$",
-        times=None,
-    )
-    async with runtime_for(proxy_kubeconfig) as runtime:
-        if path == "launch":
-            assert (await remove(runtime, attempt, pod["metadata"]["uid"])).removed is True
-            found = await store.read_startup(slug=SLUG, execution=attempt.execution)
-            assert found is not None
-            stored = json.loads(records.dump(found.startup))
-        else:
-            await run_pass(runtime, store, attempt)
-            [entry] = (await retained_of(store, attempt))["removed"]["pods"]
-            assert entry["outcome"] == "deleted" and "log_reads" not in entry
-            stored = entry["startup"]
+    attempt = rig.attempt()
+    await rig.plant(attempt, exit_code=78)
+    pod = await never_ran(rig.api, attempt)
+    answer_waiting_to_start(rig, attempt)
+    if path == "launch":
+        assert (await rig.remove(attempt, pod)).removed is True
+        found = await rig.startup(execution=attempt.execution)
+        assert found is not None
+        stored = json.loads(records.dump(found.startup))
+    else:
+        async with rig.runtime() as runtime:
+            await rig.cleanup(runtime, attempt)
+        [entry] = await rig.removed_pods(attempt)
+        assert entry["outcome"] == "deleted" and "log_reads" not in entry
+        stored = entry["startup"]
     [container] = stored["containers"]
     assert "log" not in container
     assert (container["log_error"]["cause"], container["log_error"]["status"]) == ("not_started", 400)
-    assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+    assert not await rig.exists(attempt)
 
 
 async def test_the_same_answer_for_a_container_that_ran_is_a_counted_failed_read(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
+    rig: Rig,
 ) -> None:
     """The words alone prove nothing: this container ran (it has a startedAt), so it had a log,
     and a read that did not bring it is a failed read: the Pod is kept."""
-    attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    fault_proxy.fail(
-        status=400,
-        reason="BadRequest",
-        message=WAITING_TO_START.format(pod=attempt.pod_name),
-        path=r".*/log$",
-        times=None,
-    )
-    async with runtime_for(proxy_kubeconfig) as runtime:
-        kept = await remove(runtime, attempt, pod["metadata"]["uid"])
-        assert kept.removed is False and "log could not be read" in kept.why
+    attempt = rig.attempt()
+    pod = await rig.plant(attempt, exit_code=78)
+    answer_waiting_to_start(rig, attempt)
+    kept = await rig.remove(attempt, pod)
+    assert kept.removed is False and "log could not be read" in kept.why
+    async with rig.runtime() as runtime:
         with pytest.raises(cleanup.PassFailed, match="log_reads 1 of 3"):
-            await run_pass(runtime, store, attempt)
-    assert await store.read_startup(slug=SLUG, execution=attempt.execution) is None
-    assert await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+            await rig.cleanup(runtime, attempt)
+    assert await rig.startup(execution=attempt.execution) is None
+    assert await rig.exists(attempt)
 
 
-async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_field(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    tmp_path: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
+async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_field(rig: Rig) -> None:
     """Real RBAC without `list events`: one pass, the Pod deleted, the capture says events_error 403."""
-    attempt = attempt_for(namespace)
-    await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78)
-    kubeconfig = await rbac.service_account_with_rules(
-        admin_api,
-        control_plane,
-        namespace=namespace,
+    attempt = rig.attempt()
+    await rig.plant(attempt, exit_code=78)
+    kubeconfig = await rig.service_account(
         name="op",
-        kubeconfig=tmp_path / "sa",
         rules=[
             {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]},
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         ],
     )
-    async with runtime_for(kubeconfig) as runtime:
-        await run_pass(runtime, store, attempt)
+    async with rig.runtime(kubeconfig=kubeconfig) as runtime:
+        await rig.cleanup(runtime, attempt)
         failures = runtime.metrics.events_read_failures.labels(path="cleanup", cause="refused")._value.get()
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    [entry] = await rig.removed_pods(attempt)
     assert entry["outcome"] == "deleted" and "log_reads" not in entry
     startup = entry["startup"]
     assert "events" not in startup
@@ -217,24 +176,18 @@ async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_fie
 
 
 async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_the_pod(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
+    rig: Rig,
 ) -> None:
-    attempt = attempt_for(namespace)
+    attempt = rig.attempt()
     pod = await waiting_pod(
-        admin_api,
+        rig.api,
         attempt,
         reason="ErrImagePull",
         message='failed to pull image "registry.invalid/x:1": not found',
         deadline=1,
     )
     await pods.post_event(
-        admin_api,
+        rig.api,
         pod=pod,
         type_="Warning",
         reason="Failed",
@@ -242,12 +195,12 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
     )
     hand = records.HandResult(generation=1, handed=True, pod=attempt.pod_name)
     notify = events.Collected()
-    async with runtime_for(proxy_kubeconfig) as runtime:
+    async with rig.runtime() as runtime:
 
         async def advance() -> model.Progress:
             return await attempts.advance(
                 runtime=runtime,
-                store=store,
+                store=rig.store,
                 guard=model.Unguarded(),
                 attempt=attempt,
                 hand=hand,
@@ -256,7 +209,7 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
                 notify=notify,
             )
 
-        fault_proxy.reset_counts()
+        rig.proxy.reset_counts()
         progress = await advance()
         for _ in range(50):  # The pass that finds the Pod past its deadline sets it and says so.
             if progress.reason == attempts.STARTUP_DEADLINE:
@@ -266,10 +219,10 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
             progress = await advance()
         assert progress.reason == attempts.STARTUP_DEADLINE
         assert progress.waiting_for == "the kubelet to fail the pod past its startup deadline"
-        patches = fault_proxy.matching_calls(method="PATCH", path=r".*/pods/.*")
+        patches = rig.proxy.matching_calls(method="PATCH", path=r".*/pods/.*")
         assert len(patches) == 1
-        await pods.wait_for_phase(admin_api, namespace=namespace, name=attempt.pod_name, phase="Failed")
-        failed = await raw_pod(admin_api, attempt)
+        await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=attempt.pod_name, phase="Failed")
+        failed = await raw_pod(rig.api, attempt)
         assert failed["spec"]["activeDeadlineSeconds"] >= 1
         assert failed["status"]["reason"] == "DeadlineExceeded"
         progress = await advance()
@@ -279,9 +232,9 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
             progress = await advance()
         set_count = runtime.metrics.startup_deadlines.labels(action="deadline_set")._value.get()
     assert progress.done and progress.failure_class == "image_pull"
-    assert fault_proxy.count(method="PATCH", path=r".*/pods/.*") == 1  # Set once, never again.
+    assert rig.proxy.count(method="PATCH", path=r".*/pods/.*") == 1  # Set once, never again.
     assert set_count == 1
-    [entry] = (await retained_of(store, attempt))["removed"]["pods"]
+    [entry] = await rig.removed_pods(attempt)
     startup = entry["startup"]
     assert (startup["phase"], startup["reason"], startup["class"]) == (
         "Failed",
@@ -294,21 +247,16 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
     reasons = [reason for _, reason, _ in notify.items]
     assert reasons.count(attempts.STARTUP_DEADLINE) == 1
     assert "AttemptFinal" in reasons and "CleanupFinished" in reasons
-    assert not await pods.pod_exists(admin_api, namespace=namespace, name=attempt.pod_name)
+    assert not await rig.exists(attempt)
 
 
-async def test_the_deadline_patch_is_pinned_to_the_uid(
-    admin_api: client.ApiClient,
-    namespace: str,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-) -> None:
-    attempt = attempt_for(namespace)
-    pod = await waiting_pod(admin_api, attempt, reason="ImagePullBackOff", message="back-off")
-    async with runtime_for(proxy_kubeconfig) as runtime:
+async def test_the_deadline_patch_is_pinned_to_the_uid(rig: Rig) -> None:
+    attempt = rig.attempt()
+    pod = await waiting_pod(rig.api, attempt, reason="ImagePullBackOff", message="back-off")
+    async with rig.runtime() as runtime:
         with pytest.raises(errors.ApiRefused) as refused:
-            await runtime.pods.set_active_deadline(
-                namespace=namespace, name=attempt.pod_name, uid="not-" + pod["metadata"]["uid"], seconds=5
+            await runtime.cluster.pods.set_active_deadline(
+                namespace=rig.namespace, name=attempt.pod_name, uid="not-" + pod["metadata"]["uid"], seconds=5
             )
     assert refused.value.status == 422
-    assert "activeDeadlineSeconds" not in (await raw_pod(admin_api, attempt))["spec"]
+    assert "activeDeadlineSeconds" not in (await raw_pod(rig.api, attempt))["spec"]

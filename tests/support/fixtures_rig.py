@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records
-from agentihooks_swarm.lifecycle import launch, model
+from agentihooks_swarm.lifecycle import events, launch, model
 from agentihooks_swarm.storage import operations
-from tests.support import pods, rbac
+from tests.support import cleanup_passes, pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import SLUG, attempt_for, plant_pod, remove
@@ -83,6 +84,35 @@ class Rig:
     async def startup(self, *, execution: str = "e1") -> records.StartupRecord | None:
         """The launch capture stored for ``execution``, if any."""
         return await self.store.read_startup(slug=SLUG, execution=execution)
+
+    async def gone(self, attempt: model.Attempt) -> None:
+        """Wait until ``attempt``'s worker Pod is gone."""
+        await cleanup_passes.gone(self.api, self.namespace, attempt.pod_name)
+
+    async def cleanup(
+        self,
+        runtime: model.Runtime,
+        attempt: model.Attempt,
+        *,
+        guard: model.Guard | None = None,
+        notify: events.Collected | None = None,
+    ) -> records.Retained:
+        """One final cleanup pass over ``attempt`` (see :func:`cleanup_passes.run_pass`)."""
+        return await cleanup_passes.run_pass(runtime, self.store, attempt, guard=guard, notify=notify)
+
+    async def journal(self, attempt: model.Attempt) -> dict[str, Any] | None:
+        """``attempt``'s cleanup journal as stored, if any."""
+        raw = await self.store.redis.hget(self.store.key(SLUG, "cleanup-journal"), attempt.execution)
+        return None if raw is None else dict(json.loads(raw))
+
+    async def retained(self, attempt: model.Attempt) -> dict[str, Any]:
+        """``attempt``'s retained record as stored (it must be there)."""
+        return await cleanup_passes.retained_of(self.store, attempt)
+
+    async def removed_pods(self, attempt: model.Attempt) -> list[dict[str, Any]]:
+        """The Pods ``attempt``'s retained record says cleanup removed."""
+        removed: list[dict[str, Any]] = (await self.retained(attempt))["removed"]["pods"]
+        return removed
 
     async def service_account(self, *, name: str, rules: Sequence[Mapping[str, Any]]) -> Path:
         """A kubeconfig straight to the API server as a ServiceAccount with exactly ``rules``."""

@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.support.fixtures_services",
     "tests.support.fixtures_operator",
     "tests.support.fixtures_rig",
+    "tests.support.fixtures_scene",
 ]
 
 

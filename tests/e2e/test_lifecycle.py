@@ -18,295 +18,229 @@ from kubernetes_asyncio import client, watch as kwatch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from agentihooks_swarm.kubernetes import labels
-from tests.support import builders, commands, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
+from tests.support import commands, pods, watching
+from tests.support.fixtures_scene import Scene
 from tests.support.marked_workers import (
     SLUG,
     assert_one_capture_of_its_own,
-    delete_execution,
     executions_left,
     fail_worker,
     journal_entries,
+    launch_marked,
     marker,
     plant_marker,
     worker_pods,
 )
+from tests.support.operator_process import OperatorProcess
 from tests.support.proxy import FaultProxy
 
 
+def fails(*, run_for: str = "1s") -> dict[str, str]:
+    """A worker that runs ``run_for``, then fails with exit 3."""
+    return pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for=run_for)
+
+
+async def retained_of(scene: Scene, name: str) -> Any:
+    return await scene.stored(slug=SLUG, name="attempt-retained", execution=name)
+
+
 async def test_an_execution_deleted_while_its_pod_is_captured_keeps_one_capture_and_one_delete(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    threaded_fault_proxy: FaultProxy,
-    fault_proxy_kubeconfig: Path,
+    threaded_fault_proxy: FaultProxy, fault_proxy_kubeconfig: Path, scene: Scene
 ) -> None:
-    name = "deleted-mid-capture"
-    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
-    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="2s")
+    name, namespace = "deleted-mid-capture", scene.namespace
+    pod = labels.worker_pod_name(execution=name, generation=1)
     log_path = rf"/api/v1/namespaces/{namespace}/pods/{pod}/log"
     # The first log read of the worker is answered 2.5 s late (within the operator's 3 s API
     # timeout): the step that captures it is in the middle of it while the Execution is deleted.
     threaded_fault_proxy.delay(seconds=2.5, method="GET", path=log_path, times=1)
-    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    process = await launch_marked(
+        scene, execution=name, kubeconfig=fault_proxy_kubeconfig, behaviour=fails(run_for="2s")
+    )
 
     async def reading() -> bool:
         return threaded_fault_proxy.count(method="GET", path=log_path) >= 1
 
-    await watching.eventually(reading, what="the capture's log read", operator=process, timeout=60)
-    await delete_execution(admin_api, namespace, name)
-
-    async def gone() -> bool:
-        return name not in await executions_left(admin_api, namespace)
-
-    await watching.eventually(gone, what=f"{name} to be gone", operator=process, timeout=60)
-    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
-    assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
+    await scene.until(reading, what="the capture's log read", process=process, timeout=60)
+    await scene.delete(name)
+    await scene.until_gone(name, process=process)
+    assert_one_capture_of_its_own(await retained_of(scene, name), execution=name, exit_code=3)
     deletes = threaded_fault_proxy.count(method="DELETE", path=rf"/api/v1/namespaces/{namespace}/pods/{pod}")
     assert deletes == 1
     assert threaded_fault_proxy.count(method="GET", path=log_path) == 1  # Captured once.
-    assert await journal_entries(redis_url) == {}
-    assert await worker_pods(admin_api, namespace) == []
+    assert await journal_entries(scene.redis_url) == {}
+    assert await worker_pods(scene.api, namespace) == []
 
 
-async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_captures(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-) -> None:
-    """As a CI system cancelling its runs does: each Execution is deleted as soon as its worker
-    Pod is Failed, while the operator's own resync (every 0.5 s) reaches the same attempt."""
-    names = [f"race-{i:02d}" for i in range(60)]
-    await asyncio.gather(
-        *(
-            pods.plant_log(
-                cluster=control_plane,
-                namespace=namespace,
-                pod=labels.worker_pod_name(execution=n, generation=1),
-                container="worker",
-                content=marker(n),
-            )
-            for n in names
-        )
-    )
-    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="3s")
-    process = operator(
-        kubeconfig=control_plane.kubeconfig,
-        namespace=namespace,
-        env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
-    )
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    raced: set[str] = set()  # Deleted the moment its worker was seen Failed: the race with cleanup.
-    deleted: set[str] = set()
+class CancelOnFailure:
+    """A CI system cancelling its runs: it watches the workers, and deletes each Execution as soon
+    as its worker Pod fails (without waiting for one deletion before the next); and those whose
+    worker the operator cleaned up first (Done) it deletes too."""
 
-    async def delete_quietly(execution: str) -> None:
+    def __init__(self, scene: Scene) -> None:
+        self.scene = scene
+        self.raced: set[str] = set()  # Deleted the moment its worker was seen Failed: the race with cleanup.
+        self.deleted: set[str] = set()
+
+    async def delete_quietly(self, execution: str) -> None:
         try:
-            await delete_execution(admin_api, namespace, execution)
+            await self.scene.delete(execution)
         except ApiException as e:
             if e.status != 404:
                 raise
 
-    async def cancel_on_failure() -> None:
-        """A CI system cancelling its runs: it watches the workers, and deletes each Execution as
-        soon as its worker Pod fails (without waiting for one deletion before the next)."""
+    async def watch(self) -> None:
         async with asyncio.TaskGroup() as deleting:
             watch = kwatch.Watch()
             async with watch.stream(
-                client.CoreV1Api(admin_api).list_namespaced_pod,
-                namespace,
+                client.CoreV1Api(self.scene.api).list_namespaced_pod,
+                self.scene.namespace,
                 label_selector=f"{labels.OWNER}={labels.owner(SLUG)}",
             ) as stream:
                 async for event in stream:
                     pod = event["object"]
                     execution = pod.metadata.labels[labels.EXECUTION]
-                    if pod.status.phase == "Failed" and execution not in deleted:
-                        deleted.add(execution)
-                        raced.add(execution)
-                        deleting.create_task(delete_quietly(execution))
+                    if pod.status.phase == "Failed" and execution not in self.deleted:
+                        self.deleted.add(execution)
+                        self.raced.add(execution)
+                        deleting.create_task(self.delete_quietly(execution))
 
-    cancelling = asyncio.create_task(cancel_on_failure())
-    await asyncio.sleep(1)  # The CI's watch is open before its runs start.
-    for n in names:
-        await watching.create(admin_api, builders.execution(name=n, namespace=namespace, swarm=SLUG))
-
-    async def all_gone() -> bool:
-        left = await executions_left(admin_api, namespace)
+    async def all_gone(self) -> bool:
+        left = await executions_left(self.scene.api, self.scene.namespace)
         for execution in left:  # Those whose worker the operator cleaned up first are Done: go too.
             try:
-                found = await watching.execution(admin_api, namespace=namespace, name=execution)
-                if (found.get("status") or {}).get("phase") == "Done" and execution not in deleted:
-                    deleted.add(execution)
-                    await delete_execution(admin_api, namespace, execution)
+                if (await self.scene.status(execution)).get(
+                    "phase"
+                ) == "Done" and execution not in self.deleted:
+                    self.deleted.add(execution)
+                    await self.scene.delete(execution)
             except ApiException as e:
                 if e.status != 404:  # Gone meanwhile.
                     raise
         return not left
 
+
+async def test_executions_deleted_the_moment_their_workers_fail_all_keep_their_captures(scene: Scene) -> None:
+    """As a CI system cancelling its runs does: each Execution is deleted as soon as its worker
+    Pod is Failed, while the operator's own resync (every 0.5 s) reaches the same attempt."""
+    names = [f"race-{i:02d}" for i in range(60)]
+    await asyncio.gather(
+        *(plant_marker(scene.cluster, namespace=scene.namespace, execution=n) for n in names)
+    )
+    process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"})
+    await scene.swarm(name=SLUG, annotations=fails(run_for="3s"))
+    ci = CancelOnFailure(scene)
+    cancelling = asyncio.create_task(ci.watch())
+    await asyncio.sleep(1)  # The CI's watch is open before its runs start.
+    for n in names:
+        await scene.execution(name=n, swarm=SLUG)
     try:
-        await watching.eventually(all_gone, what="every Execution gone", operator=process, timeout=240)
+        await scene.until(ci.all_gone, what="every Execution gone", process=process, timeout=240)
     finally:
         cancelling.cancel()
         [ended] = await asyncio.gather(cancelling, return_exceptions=True)
     assert isinstance(ended, asyncio.CancelledError), f"the watch ended: {ended!r}"
-    assert deleted == set(names)
-    assert len(raced) >= 50, f"only {len(raced)} deletions raced: not {sorted(set(names) - raced)}"
+    assert ci.deleted == set(names)
+    assert len(ci.raced) >= 50, f"only {len(ci.raced)} deletions raced: not {sorted(set(names) - ci.raced)}"
     for n in names:
-        retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=n)
-        assert_one_capture_of_its_own(retained, execution=n, exit_code=3)
-    assert await journal_entries(redis_url) == {}
-    assert await worker_pods(admin_api, namespace) == []
+        assert_one_capture_of_its_own(await retained_of(scene, n), execution=n, exit_code=3)
+    assert await journal_entries(scene.redis_url) == {}
+    assert await worker_pods(scene.api, scene.namespace) == []
 
 
 @pytest.mark.parametrize("outcome", ["refused", "failed"])
 async def test_a_name_used_again_is_refused_visibly_until_its_records_are_forgotten(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    outcome: str,
+    scene: Scene, outcome: str
 ) -> None:
     name = f"again-{outcome}"
-    await plant_marker(control_plane, namespace=namespace, execution=name)
-    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
     project = "allowed" if outcome == "failed" else "outside"
-    manifest = builders.execution(name=name, namespace=namespace, swarm=SLUG, project=project)
-
-    async def phase_of(wanted: str) -> dict[str, Any] | None:
-        found = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
-        return found if found.get("phase") == wanted else None
-
-    await watching.create(admin_api, manifest)
-    first = await watching.eventually(lambda: phase_of("Done"), what="the first to be Done", operator=process)
-    first_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
-    kept = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
-    await delete_execution(admin_api, namespace, name)
-
-    async def gone() -> bool:
-        return name not in await executions_left(admin_api, namespace)
-
-    await watching.eventually(gone, what="the first to be gone", operator=process)
+    process = await launch_marked(scene, execution=name, project=project, behaviour=fails())
+    first = await scene.until_phase(name, "Done", process=process, timeout=30)
+    first_uid = (await scene.get(name))["metadata"]["uid"]
+    kept = await retained_of(scene, name)
+    await scene.delete(name)
+    await scene.until_gone(name, process=process, timeout=30)
     # The same manifest again (GitOps, a retried pipeline).
-    await watching.create(admin_api, manifest)
-    refused = await watching.eventually(
-        lambda: phase_of("Invalid"), what="the second refused", operator=process
-    )
+    await scene.execution(name=name, swarm=SLUG, project=project)
+    refused = await scene.until_phase(name, "Invalid", process=process, timeout=30)
     [invalid] = [c for c in refused["conditions"] if c["type"] == "Invalid"]
     assert invalid["reason"] == "NameInUse" and f"records forget {SLUG} {name}" in invalid["message"]
     assert first_uid in invalid["message"]
-    assert await worker_pods(admin_api, namespace) == []  # Never launched: no Pod to leak.
+    assert await worker_pods(scene.api, scene.namespace) == []  # Never launched: no Pod to leak.
     await asyncio.sleep(3)  # A few resyncs later: still nothing launched, nothing changed.
-    assert await worker_pods(admin_api, namespace) == []
-    assert await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name) == kept
-    await watching.events_once(
-        admin_api, namespace=namespace, name=name, reasons={"NameInUse"}, operator=process
-    )
+    assert await worker_pods(scene.api, scene.namespace) == []
+    assert await retained_of(scene, name) == kept
+    await scene.events_once(name, reasons={"NameInUse"}, process=process)
     # Freed, and asked to launch again: it runs its own attempt, with its own records.
     freed = commands.records_forget(
-        slug=SLUG, execution=name, redis_url=redis_url, kubeconfig=control_plane.kubeconfig
+        slug=SLUG, execution=name, redis_url=scene.redis_url, kubeconfig=scene.cluster.kubeconfig
     )
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
     await watching.merge_patch(
-        admin_api,
-        namespace=namespace,
+        scene.api,
+        namespace=scene.namespace,
         plural="executions",
         name=name,
         body={"metadata": {"annotations": {"relaunch.swarm.agentihooks.io/swarm": "after-forget"}}},
     )
-    second = await watching.eventually(
-        lambda: phase_of("Done"), what="the second to be Done", operator=process
-    )
+    second = await scene.until_phase(name, "Done", process=process, timeout=30)
     assert second["outcome"] == first["outcome"]
-    owner = await watching.stored(redis_url, slug=SLUG, name="execution-owners", execution=name)
-    second_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    owner = await scene.stored(slug=SLUG, name="execution-owners", execution=name)
+    second_uid = (await scene.get(name))["metadata"]["uid"]
     assert owner["uid"] == second_uid != first_uid
-    assert await worker_pods(admin_api, namespace) == []
-    assert json.dumps(await journal_entries(redis_url)) == "{}"
+    assert await worker_pods(scene.api, scene.namespace) == []
+    assert json.dumps(await journal_entries(scene.redis_url)) == "{}"
 
 
-async def test_kopf_run_hosts_the_same_operator(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-) -> None:
+async def test_kopf_run_hosts_the_same_operator(scene: Scene) -> None:
     """``kopf run -m agentihooks_swarm.handlers``: kopf's CLI hosts the operator; a refused worker
     is captured and cleaned up as with ``python -m agentihooks_swarm run``."""
     name = "hosted"
-    await plant_marker(control_plane, namespace=namespace, execution=name)
-    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, via_kopf=True)
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-
-    async def done() -> bool:
-        status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
-        return status.get("phase") == "Done"
-
-    await watching.eventually(done, what=f"{name} Done under kopf run", operator=process, timeout=60)
-    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
-    assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
+    process = await launch_marked(scene, execution=name, via_kopf=True, behaviour=fails())
+    await scene.until_phase(name, "Done", process=process)
+    assert_one_capture_of_its_own(await retained_of(scene, name), execution=name, exit_code=3)
     process.stop()
     assert "agentihooks-swarm stopping" in process.log()
 
 
 async def test_an_execution_deleted_before_its_hand_was_written_still_has_its_worker_cleaned_up(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    threaded_fault_proxy: FaultProxy,
-    fault_proxy_kubeconfig: Path,
+    threaded_fault_proxy: FaultProxy, fault_proxy_kubeconfig: Path, scene: Scene
 ) -> None:
     """The soak found it on the version before: a launch created the worker, the status that
     records its hand could not be written, and the Execution was deleted; its delete handler saw no
     hand and let it go, and the worker was left. The name's claim says a launch may have begun."""
     name = "deleted-unrecorded"
-    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
-    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
-    status_path = rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions/{name}/status"
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    status_path = (
+        rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{scene.namespace}/executions/{name}/status"
+    )
     threaded_fault_proxy.fail(status=500, method="PATCH", path=status_path, times=None)
-    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+    process = await launch_marked(scene, execution=name, kubeconfig=fault_proxy_kubeconfig, behaviour=fails())
 
     async def launched() -> bool:
-        return await watching.pod_exists(admin_api, namespace=namespace, name=pod)
+        return await watching.pod_exists(scene.api, namespace=scene.namespace, name=pod)
 
-    await watching.eventually(launched, what="the worker launched", operator=process)
-    assert not ((await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {})
-    await delete_execution(admin_api, namespace, name)
+    await scene.until(launched, what="the worker launched", process=process)
+    assert not await scene.status(name)
+    await scene.delete(name)
     threaded_fault_proxy.clear_rules()
-
-    async def gone() -> bool:
-        return name not in await executions_left(admin_api, namespace)
-
-    await watching.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
-    assert await worker_pods(admin_api, namespace) == []
-    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await scene.until_gone(name, process=process)
+    assert await worker_pods(scene.api, scene.namespace) == []
+    retained = await retained_of(scene, name)
     assert retained is not None and retained["final"]["state"] == "cancelled"
     [entry] = retained["removed"]["pods"]
     assert entry["name"] == pod and entry["outcome"] in ("deleted", "absent_after_send")
-    assert await journal_entries(redis_url) == {}
+    assert await journal_entries(scene.redis_url) == {}
+
+
+async def until_handed(scene: Scene, name: str, *, process: OperatorProcess) -> None:
+    async def handed() -> bool:
+        return ((await scene.status(name)).get("hand") or {}).get("handed") is True
+
+    await scene.until(handed, what=f"{name} handed", process=process, timeout=60)
 
 
 async def test_an_execution_that_vanished_while_no_operator_watched_still_has_its_worker_cleaned_up(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
+    scene: Scene,
 ) -> None:
     """The soak found it: a delete that read the Execution just before its finalizer was added
     deleted it just after (the API server decides on its read; etcd's history showed the object go
@@ -314,144 +248,113 @@ async def test_an_execution_that_vanished_while_no_operator_watched_still_has_it
     cleanup ended. Here its finalizer is removed by hand while no operator runs; the next operator
     finds the worker Pod, asks Redis whose it was, and cleans up (capture first)."""
     name = "vanished"
-    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    behaviour = pods.protocol_annotations(phase="Running")
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-
-    async def handed() -> bool:
-        found = await watching.execution(admin_api, namespace=namespace, name=name)
-        return ((found.get("status") or {}).get("hand") or {}).get("handed") is True
-
-    await watching.eventually(handed, what=f"{name} handed", operator=process, timeout=60)
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    process = await launch_marked(scene, execution=name, behaviour=pods.protocol_annotations(phase="Running"))
+    await until_handed(scene, name, process=process)
     process.stop()
     await watching.merge_patch(
-        admin_api,
-        namespace=namespace,
+        scene.api,
+        namespace=scene.namespace,
         plural="executions",
         name=name,
         body={"metadata": {"finalizers": None}},
     )
-    await delete_execution(admin_api, namespace, name)
-    assert name not in await executions_left(admin_api, namespace)
-    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
+    await scene.delete(name)
+    assert not await scene.exists(name)
+    await fail_worker(scene.api, namespace=scene.namespace, pod=pod, exit_code=3, reason="Error")
 
-    successor = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    successor = scene.start()
 
     async def cleaned_up() -> bool:
-        return await worker_pods(admin_api, namespace) == []
+        return await worker_pods(scene.api, scene.namespace) == []
 
-    await watching.eventually(
-        cleaned_up, what="the orphaned worker cleaned up", operator=successor, timeout=90
-    )
-    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await scene.until(cleaned_up, what="the orphaned worker cleaned up", process=successor, timeout=90)
+    retained = await retained_of(scene, name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
     assert retained["final"]["state"] == "cancelled"
-    assert await journal_entries(redis_url) == {}
+    assert await journal_entries(scene.redis_url) == {}
     assert (
-        f"Execution {namespace}/{name}" in successor.log()
+        f"Execution {scene.namespace}/{name}" in successor.log()
         and "is gone, but its worker pod" in successor.log()
     )
 
 
 async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_deleted_unseen(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    threaded_fault_proxy: FaultProxy,
-    fault_proxy_kubeconfig: Path,
+    threaded_fault_proxy: FaultProxy, fault_proxy_kubeconfig: Path, scene: Scene
 ) -> None:
     """The soak found it (seed 20261201, 7 Pods): a cancelled attempt's cleanup read its worker
     running, in an answer that came seconds late; the worker failed meanwhile, and the delete,
     sent for the Pod as read, removed a refused Pod without its capture. The delete now names the
     resourceVersion it judged, so a Pod that changed is read and judged again."""
-    name = "failed-after-read"
-    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
-    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    running = pods.protocol_annotations(phase="Running")
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-
-    async def handed() -> bool:
-        status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
-        return bool((status.get("hand") or {}).get("handed"))
-
-    await watching.eventually(handed, what="the hand", operator=process)
-    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
+    name, namespace = "failed-after-read", scene.namespace
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    process = await launch_marked(
+        scene,
+        execution=name,
+        kubeconfig=fault_proxy_kubeconfig,
+        behaviour=pods.protocol_annotations(phase="Running"),
+    )
+    await until_handed(scene, name, process=process)
+    await pods.wait_for_phase(scene.api, namespace=namespace, name=pod, phase="Running", timeout=60)
     # Cleanup's list of the attempt's Pods is answered 2 s after the API server made it (within the
     # operator's 3 s API timeout); the worker fails in between.
     pods_path = rf"/api/v1/namespaces/{namespace}/pods"
     threaded_fault_proxy.delay(
         seconds=2.0, method="GET", path=pods_path, query="labelSelector=", times=1, after_forward=True
     )
-    await delete_execution(admin_api, namespace, name)
+    await scene.delete(name)
 
     async def listing() -> bool:
         return threaded_fault_proxy.count(method="GET", path=pods_path, query="labelSelector=") >= 1
 
-    await watching.eventually(listing, what="cleanup's list of the Pods", operator=process, timeout=30)
+    await scene.until(listing, what="cleanup's list of the Pods", process=process)
     await asyncio.sleep(0.5)  # The list has been answered (loopback): what it says is Running.
-    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
-
-    async def gone() -> bool:
-        return name not in await executions_left(admin_api, namespace)
-
-    await watching.eventually(gone, what=f"{name} gone", operator=process, timeout=60)
-    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await fail_worker(scene.api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
+    await scene.until_gone(name, process=process)
+    retained = await retained_of(scene, name)
     assert retained is not None and retained["final"]["state"] == "cancelled"
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
-    assert await worker_pods(admin_api, namespace) == []
+    assert await worker_pods(scene.api, namespace) == []
 
 
 async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judged_it(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    threaded_fault_proxy: FaultProxy,
-    fault_proxy_kubeconfig: Path,
+    threaded_fault_proxy: FaultProxy, fault_proxy_kubeconfig: Path, scene: Scene
 ) -> None:
     """The soak found it (seed 20261201 at 6 a second, pod x03261-1): launch removal read a
     refused hand's worker while it was starting, the worker failed (OOMKilled) while that answer
     was on its way, and the delete removed a failed Pod with no capture. The delete now names the
     resourceVersion it judged, so the Pod that changed is read, captured and then deleted."""
-    name = "fails-during-removal"
-    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
+    name, namespace = "fails-during-removal", scene.namespace
+    pod = await plant_marker(scene.cluster, namespace=namespace, execution=name)
     planted: Any = pods.worker_pod(
         name=pod,
         namespace=namespace,
         phase="Running",
         labels=labels.attempt(slug=SLUG, execution=name, generation=1),
     )
-    await client.CoreV1Api(admin_api).create_namespaced_pod(namespace, planted)
-    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
+    await client.CoreV1Api(scene.api).create_namespaced_pod(namespace, planted)
+    await pods.wait_for_phase(scene.api, namespace=namespace, name=pod, phase="Running", timeout=60)
     # The launch adopts the Pod (its first read), the hand is refused (a project outside the
     # registration), and launch removal's read is answered 2 s after the API server made it.
     pod_path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
     threaded_fault_proxy.delay(seconds=0.0, method="GET", path=pod_path, times=1)
     threaded_fault_proxy.delay(seconds=2.0, method="GET", path=pod_path, times=1, after_forward=True)
-    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
-    await watching.create(
-        admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
-    )
+    process = scene.start(kubeconfig=fault_proxy_kubeconfig)
+    await scene.swarm(name=SLUG, projects=["registered"])
+    await scene.execution(name=name, swarm=SLUG, project="outside")
 
     async def removal_read() -> bool:
         return threaded_fault_proxy.count(method="GET", path=pod_path) >= 2
 
-    await watching.eventually(removal_read, what="launch removal's read", operator=process, timeout=60)
+    await scene.until(removal_read, what="launch removal's read", process=process, timeout=60)
     await asyncio.sleep(0.5)  # The read has been answered (loopback): what it says is Running.
-    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=137, reason="OOMKilled")
+    await fail_worker(scene.api, namespace=namespace, pod=pod, exit_code=137, reason="OOMKilled")
 
     async def removed() -> bool:
-        return await worker_pods(admin_api, namespace) == []
+        return await worker_pods(scene.api, namespace) == []
 
-    await watching.eventually(removed, what="the worker removed", operator=process, timeout=60)
-    record = await watching.stored(redis_url, slug=SLUG, name="attempt-startup-diagnostics", execution=name)
+    await scene.until(removed, what="the worker removed", process=process, timeout=60)
+    record = await scene.stored(slug=SLUG, name="attempt-startup-diagnostics", execution=name)
     assert record is not None, "launch removal deleted the failed Pod without storing its capture"
     assert record["pod"] == pod
     [container] = record["startup"]["containers"]
@@ -460,45 +363,30 @@ async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judg
 
 
 async def test_a_launch_whose_status_was_not_written_goes_on_from_its_recorded_hand(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    threaded_fault_proxy: FaultProxy,
-    fault_proxy_kubeconfig: Path,
+    threaded_fault_proxy: FaultProxy, fault_proxy_kubeconfig: Path, scene: Scene
 ) -> None:
     """The soak found it (seed 20261201, 16 Pods): one step launched a worker, saw it refused and
     cleaned it up, and then its status patch failed; the next step found no hand in the status and
     launched a second worker, which was never cleaned up (the attempt was already retained). The
     next step now goes on from the hand recorded in Redis."""
     name = "unwritten-status"
-    await plant_marker(control_plane, namespace=namespace, execution=name)
-    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="1s")
-    status_path = rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions/{name}/status"
+    status_path = (
+        rf"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{scene.namespace}/executions/{name}/status"
+    )
     # Every status patch fails until the attempt is over (refused at the hand: launched, captured,
     # removed and retained in the launch's step).
     threaded_fault_proxy.fail(status=504, method="PATCH", path=status_path, times=None)
-    process = operator(kubeconfig=fault_proxy_kubeconfig, namespace=namespace)
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(
-        admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
+    process = await launch_marked(
+        scene, execution=name, kubeconfig=fault_proxy_kubeconfig, project="outside", behaviour=fails()
     )
-
-    async def retained() -> Any:
-        return await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
-
-    await watching.eventually(retained, what="the attempt retained", operator=process, timeout=60)
-    created = rf"/api/v1/namespaces/{namespace}/pods"
+    await scene.until(
+        lambda: retained_of(scene, name), what="the attempt retained", process=process, timeout=60
+    )
+    created = rf"/api/v1/namespaces/{scene.namespace}/pods"
     await asyncio.sleep(3)  # Steps that follow, with their status patches still failing.
     threaded_fault_proxy.clear_rules()
-
-    async def done() -> dict[str, Any] | None:
-        status = (await watching.execution(admin_api, namespace=namespace, name=name)).get("status") or {}
-        return status if status.get("phase") == "Done" else None
-
-    status = await watching.eventually(done, what=f"{name} Done", operator=process, timeout=60)
+    status = await scene.until_phase(name, "Done", process=process)
     assert status["outcome"] == "refused" and status["hand"]["handed"] is False
     assert threaded_fault_proxy.count(method="POST", path=created) == 1  # One worker, never a second.
-    assert await worker_pods(admin_api, namespace) == []
+    assert await worker_pods(scene.api, scene.namespace) == []
     assert "going on from its recorded hand" in process.log()

@@ -4,6 +4,8 @@ kubelet would report it; and what is left (Executions, worker Pods, journal entr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -12,6 +14,8 @@ from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.support import pods
 from tests.support.cluster import ControlPlane
+from tests.support.fixtures_scene import Scene
+from tests.support.operator_process import OperatorProcess
 
 SLUG = "life"
 PREFIX = "agentihooks-swarm"
@@ -28,6 +32,26 @@ async def plant_marker(cluster: ControlPlane, *, namespace: str, execution: str)
         cluster=cluster, namespace=namespace, pod=pod, container="worker", content=marker(execution)
     )
     return pod
+
+
+async def launch_marked(
+    scene: Scene,
+    *,
+    execution: str,
+    kubeconfig: Path | None = None,
+    env: dict[str, str] | None = None,
+    via_kopf: bool = False,
+    project: str = "allowed",
+    behaviour: Mapping[str, str],
+) -> OperatorProcess:
+    """``execution``'s marker planted, the operator started (on ``kubeconfig``, with ``env``), the
+    ``life`` Swarm whose workers do what ``behaviour`` says (:func:`pods.protocol_annotations`),
+    and ``execution`` of it for ``project``."""
+    await plant_marker(scene.cluster, namespace=scene.namespace, execution=execution)
+    process = scene.start(kubeconfig=kubeconfig, env=env, via_kopf=via_kopf)
+    await scene.swarm(name=SLUG, annotations=behaviour)
+    await scene.execution(name=execution, swarm=SLUG, project=project)
+    return process
 
 
 async def executions_left(api: client.ApiClient, namespace: str) -> list[str]:

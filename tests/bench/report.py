@@ -357,34 +357,45 @@ def _targets(every: Sequence[Result]) -> list[str]:
     results = representatives(every)
     captures = [r for r in results if r.mode == "capture"]
     lines = _header(["Target", "Measured (median of the runs, min-max)", "Met?"], "lll")
+    lines.append(_ratio_target(every, captures))
+    lines.append(_cpu_target(every))
+    lines.append(_calls_target(results, captures))
+    lines.append(_throughput_target(every, captures))
+    lines.append(_rss_target(every, captures))
+    return lines
+
+
+def _ratio_target(every: Sequence[Result], captures: Sequence[Result]) -> str:
     measured = {(r.scenario, r.n): ratios(every, r.scenario, r.n) for r in captures}
     largest = {s: max(n for (x, n) in measured if x == s) for (s, _) in measured}
-    lines.append(
-        _row(
-            [
-                f"capture/baseline wall-time ratio ≤ {RATIO_TARGET} (median of the runs) at the largest N",
-                ", ".join(f"{s} N={n}: {spread(x)}" for (s, n), x in measured.items() if x),
-                _verdicts(
-                    [r for r in captures if r.n == largest[r.scenario]],
-                    lambda r: median(measured[(r.scenario, r.n)]) <= RATIO_TARGET,
-                )
-                if any(measured.values())
-                else "not measured",
-            ]
-        )
+    return _row(
+        [
+            f"capture/baseline wall-time ratio ≤ {RATIO_TARGET} (median of the runs) at the largest N",
+            ", ".join(f"{s} N={n}: {spread(x)}" for (s, n), x in measured.items() if x),
+            _verdicts(
+                [r for r in captures if r.n == largest[r.scenario]],
+                lambda r: median(measured[(r.scenario, r.n)]) <= RATIO_TARGET,
+            )
+            if any(measured.values())
+            else "not measured",
+        ]
     )
+
+
+def _cpu_target(every: Sequence[Result]) -> str:
     cpu = runs_of(every, (CPU_TARGET[0], CPU_TARGET[1], "capture"))
     cpu_ms = [1000 * r.cpu_seconds / r.n for r in cpu]
-    lines.append(
-        _row(
-            [
-                f"operator CPU per refused Pod ≤ {CPU_TARGET_MS:.0f} ms in scenario {CPU_TARGET[0]} at "
-                f"N = {CPU_TARGET[1]} (capture; start-up included)",
-                spread(cpu_ms, "{:.1f}") + " ms" if cpu_ms else "not measured",
-                ("met" if median(cpu_ms) <= CPU_TARGET_MS else "**missed**") if cpu_ms else "not measured",
-            ]
-        )
+    return _row(
+        [
+            f"operator CPU per refused Pod ≤ {CPU_TARGET_MS:.0f} ms in scenario {CPU_TARGET[0]} at "
+            f"N = {CPU_TARGET[1]} (capture; start-up included)",
+            spread(cpu_ms, "{:.1f}") + " ms" if cpu_ms else "not measured",
+            ("met" if median(cpu_ms) <= CPU_TARGET_MS else "**missed**") if cpu_ms else "not measured",
+        ]
     )
+
+
+def _calls_target(results: Sequence[Result], captures: Sequence[Result]) -> str:
     extras: list[str] = []
     for scenario in sorted({r.scenario for r in captures}):
         found = {
@@ -400,47 +411,43 @@ def _targets(every: Sequence[Result]) -> list[str]:
         ]
         extras.append(f"{scenario}: " + ("; ".join(described) if described else "nothing"))
     beyond = {r.scenario: _beyond(r) for r in captures if r.n == max(x.n for x in captures)}
-    lines.append(
-        _row(
-            [
-                "no extra API call per Pod beyond the minimum (re-read, log read, delete)",
-                "beyond its log read, the capture adds per Pod: "
-                + "; ".join(extras)
-                + ". The whole per-Pod path, the same in both modes, makes "
-                + ", ".join(f"{s} {b:.2f}" for s, b in sorted(beyond.items()))
-                + " requests beyond the minimum of 3 at the largest N (table below)",
-                "**missed**"
-                if any(b > 0.5 for b in beyond.values()) or any("+" in e for e in extras)
-                else "met",
-            ]
-        )
+    return _row(
+        [
+            "no extra API call per Pod beyond the minimum (re-read, log read, delete)",
+            "beyond its log read, the capture adds per Pod: "
+            + "; ".join(extras)
+            + ". The whole per-Pod path, the same in both modes, makes "
+            + ", ".join(f"{s} {b:.2f}" for s, b in sorted(beyond.items()))
+            + " requests beyond the minimum of 3 at the largest N (table below)",
+            "**missed**" if any(b > 0.5 for b in beyond.values()) or any("+" in e for e in extras) else "met",
+        ]
     )
+
+
+def _throughput_target(every: Sequence[Result], captures: Sequence[Result]) -> str:
     pods_per_second = {r.key: median([x.throughput for x in runs_of(every, r.key)]) for r in captures}
-    lines.append(
-        _row(
-            [
-                f"≥ {THROUGHPUT_TARGET:.0f} refused Pods per second",
-                ", ".join(
-                    f"{r.scenario} N={r.n}: {spread([x.throughput for x in runs_of(every, r.key)], '{:.1f}')}"
-                    for r in captures
-                ),
-                _verdicts(captures, lambda r: pods_per_second[r.key] >= THROUGHPUT_TARGET),
-            ]
-        )
+    return _row(
+        [
+            f"≥ {THROUGHPUT_TARGET:.0f} refused Pods per second",
+            ", ".join(
+                f"{r.scenario} N={r.n}: {spread([x.throughput for x in runs_of(every, r.key)], '{:.1f}')}"
+                for r in captures
+            ),
+            _verdicts(captures, lambda r: pods_per_second[r.key] >= THROUGHPUT_TARGET),
+        ]
     )
+
+
+def _rss_target(every: Sequence[Result], captures: Sequence[Result]) -> str:
     big = [r for r in captures if r.n == RSS_TARGET_N]
     peaks = {r.key: [x.peak_rss_mib for x in runs_of(every, r.key)] for r in big}
-    lines.append(
-        _row(
-            [
-                f"operator peak RSS ≤ {RSS_TARGET_MIB:.0f} MiB at N = {RSS_TARGET_N}",
-                ", ".join(f"{r.scenario}: {spread(peaks[r.key], '{:.0f}')} MiB" for r in big)
-                or "not measured",
-                _verdicts(big, lambda r: median(peaks[r.key]) <= RSS_TARGET_MIB) if big else "not measured",
-            ]
-        )
+    return _row(
+        [
+            f"operator peak RSS ≤ {RSS_TARGET_MIB:.0f} MiB at N = {RSS_TARGET_N}",
+            ", ".join(f"{r.scenario}: {spread(peaks[r.key], '{:.0f}')} MiB" for r in big) or "not measured",
+            _verdicts(big, lambda r: median(peaks[r.key]) <= RSS_TARGET_MIB) if big else "not measured",
+        ]
     )
-    return lines
 
 
 def _verdicts(results: Sequence[Result], good: Callable[[Result], bool]) -> str:
@@ -614,10 +621,24 @@ def document(
     nproc = int(machine["nproc"] or os.cpu_count() or 1)
     notes = NOTES.read_text().strip() if NOTES.exists() else ""
     every = list(results)
-    repeats = max((r.repeat + 1 for r in every), default=1)
     results = representatives(every)
-    incomplete = [r for r in every if not r.complete or r.notes]
     parts = [
+        *_introduction(every, machine=machine, command=command, elapsed=elapsed, workdir=workdir),
+        *_results(every),
+        *_api_requests(results),
+        *_redis_and_cpu(results, nproc=nproc),
+        *_definitions(results),
+    ]
+    if notes:
+        parts += ["", notes]
+    return "\n".join(parts) + "\n"
+
+
+def _introduction(
+    every: Sequence[Result], *, machine: dict[str, str], command: str, elapsed: float, workdir: Path
+) -> list[str]:
+    """The command, the machine and what shares it."""
+    return [
         "# Benchmarks: the capture against a baseline",
         "",
         "Generated by the command below; do not edit by hand (the notes at the end come from "
@@ -647,6 +668,15 @@ def document(
         "scheduler and controller-manager, redis-server, the operator, and the bench itself (with the "
         "counting proxy in a thread of its process).",
         "",
+    ]
+
+
+def _results(every: Sequence[Result]) -> list[str]:
+    """Medians and every run, the targets, and how each figure grows with N."""
+    repeats = max((r.repeat + 1 for r in every), default=1)
+    results = representatives(every)
+    incomplete = [r for r in every if not r.complete or r.notes]
+    return [
         "## Results",
         "",
         f"Each configuration ran {repeats} times, interleaved with its baseline (a capture run and "
@@ -674,6 +704,11 @@ def document(
         "",
         *_growth(results),
         "",
+    ]
+
+
+def _api_requests(results: Sequence[Result]) -> list[str]:
+    parts = [
         "## API requests per refused Pod",
         "",
         "Every request the operator sent through the counting proxy from the first Execution until "
@@ -690,9 +725,11 @@ def document(
         for r in results
         if r.n == max(x.n for x in results)
     )
-    parts += [
-        f"Per operator (at the largest N): {wide}.",
-        "",
+    return [*parts, f"Per operator (at the largest N): {wide}.", ""]
+
+
+def _redis_and_cpu(results: Sequence[Result], *, nproc: int) -> list[str]:
+    return [
         "## Redis",
         "",
         "`INFO commandstats` deltas from the first Execution until the operator went quiet, per "
@@ -711,6 +748,12 @@ def document(
         "",
         *_cpu_table(results, nproc),
         "",
+    ]
+
+
+def _definitions(results: Sequence[Result]) -> list[str]:
+    """What each scenario, mode and figure means."""
+    return [
         "## Definitions",
         "",
         "- **Scenario A, refused at launch**: N worker Pods are planted first, already `Failed` "
@@ -761,6 +804,3 @@ def document(
         "(utime + stime, plus reaped children's, from `/proc/PID/stat`) are read just before it is "
         "stopped, so they include its start-up.",
     ]
-    if notes:
-        parts += ["", notes]
-    return "\n".join(parts) + "\n"

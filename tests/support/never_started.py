@@ -14,6 +14,7 @@ from agentihooks_swarm.kubernetes import labels
 from tests.support import builders, scenarios, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
+from tests.support.operator_process import OperatorProcess
 
 SLUG = "never"
 
@@ -30,6 +31,34 @@ async def play(
     """Run ``scenario`` with the operator and check its record, on whichever node ``kubelet`` is."""
     assert kubelet.plays(scenario), f"{scenario.name} cannot be played by {type(kubelet).__name__}"
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    pod = await _launched(admin_api, namespace=namespace, kubelet=kubelet, scenario=scenario, process=process)
+    name = pod["metadata"]["name"]
+
+    async def done() -> dict[str, Any] | None:
+        found: dict[str, Any] = (
+            await watching.execution(admin_api, namespace=namespace, name=scenario.name)
+        ).get("status") or {}
+        return found if found.get("phase") == "Done" else None
+
+    status = await watching.eventually(done, what=f"{scenario.name} Done", operator=process, timeout=90)
+    assert not await watching.pod_exists(admin_api, namespace=namespace, name=name)
+    assert status["outcome"] == "failed"
+    assert status["failureClass"] == scenario.failure_class
+    record = await _retained_record(redis_url, pod=pod, status=status, scenario=scenario)
+    _check_record(record, kubelet=kubelet, scenario=scenario)
+    await _check_events(admin_api, namespace=namespace, scenario=scenario, process=process)
+
+
+async def _launched(
+    admin_api: client.ApiClient,
+    *,
+    namespace: str,
+    kubelet: scenarios.Kubelet,
+    scenario: scenarios.Scenario,
+    process: OperatorProcess,
+) -> dict[str, Any]:
+    """The Swarm and the Execution created; the worker Pod once the operator made it, reported on
+    by ``kubelet`` as its node would."""
     swarm = builders.swarm(
         name=SLUG,
         namespace=namespace,
@@ -57,31 +86,34 @@ async def play(
 
     pod = await watching.eventually(created, what=f"pod {name}", operator=process)
     await kubelet.report(admin_api, pod=pod, scenario=scenario)
+    return pod
 
-    async def done() -> dict[str, Any] | None:
-        found: dict[str, Any] = (
-            await watching.execution(admin_api, namespace=namespace, name=scenario.name)
-        ).get("status") or {}
-        return found if found.get("phase") == "Done" else None
 
-    status = await watching.eventually(done, what=f"{scenario.name} Done", operator=process, timeout=90)
-    assert not await watching.pod_exists(admin_api, namespace=namespace, name=name)
-    assert status["outcome"] == "failed"
-    assert status["failureClass"] == scenario.failure_class
-
+async def _retained_record(
+    redis_url: str, *, pod: dict[str, Any], status: dict[str, Any], scenario: scenarios.Scenario
+) -> dict[str, Any]:
+    """The Pod's entry in ``attempt-retained``: its capture when it was refused, else the final
+    record's evidence (the Pod deleted without a capture, as the spec says)."""
     retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=scenario.name)
     [entry] = retained["removed"]["pods"]
+    name = pod["metadata"]["name"]
     assert (entry["name"], entry["uid"], entry["outcome"]) == (name, pod["metadata"]["uid"], "deleted")
     if scenario.captured:
-        record = entry["startup"]
+        record: dict[str, Any] = entry["startup"]
         assert "reason" not in retained["final"] and "evidence" not in retained["final"]
-    else:
-        assert "startup" not in entry  # Not refused: deleted as the spec says, without a capture.
-        assert retained["final"]["reason"] == scenario.reason
-        record = retained["final"]["evidence"]
-        assert status["reason"] == scenario.reason
-        [scheduled] = [c for c in record["conditions"] if c["type"] == "PodScheduled"]
-        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+        return record
+    assert "startup" not in entry  # Not refused: deleted as the spec says, without a capture.
+    assert retained["final"]["reason"] == scenario.reason
+    record = retained["final"]["evidence"]
+    assert status["reason"] == scenario.reason
+    [scheduled] = [c for c in record["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    return record
+
+
+def _check_record(
+    record: dict[str, Any], *, kubelet: scenarios.Kubelet, scenario: scenarios.Scenario
+) -> None:
     assert record["class"] == scenario.failure_class
     assert record["reason"] == (scenario.reason if scenario.captured else "")
     # The spec's fields, unchanged: containers lists terminated containers only.
@@ -114,6 +146,11 @@ async def play(
             "count": event.count,
         } in [{k: e[k] for k in ("type", "reason", "message", "count")} for e in record["events"]]
 
+
+async def _check_events(
+    admin_api: client.ApiClient, *, namespace: str, scenario: scenarios.Scenario, process: OperatorProcess
+) -> None:
+    """The Events the operator posted on the Execution: why it ended, and the cleanup."""
     expected = {"CleanupFinished", "StartupDeadlineExceeded" if scenario.captured else "Unschedulable"}
     if scenario.captured and scenario.startup_deadline_seconds is None:
         expected.discard("StartupDeadlineExceeded")

@@ -76,6 +76,15 @@ class NotDurable(StoreUnavailable):
     in time: it is not durable yet, so nothing that depends on it may happen."""
 
 
+class AclRefused(SwarmError):
+    """Redis refused ``ACL SETUSER`` (no permission, or no ACL at all: a managed Redis): the
+    operator cannot make a worker's Redis user, so one must be supplied (docs/workers.md)."""
+
+
+class InvalidCredential(SwarmError, ValueError):
+    """A worker's Redis credential (its mounted Secret, or its variables) is given but unusable."""
+
+
 class Unwatchable(SwarmError):
     """The Redis topology's primary cannot be watched for failovers (a cluster, or ``INFO``
     refused): evidence a failover loses is not put back."""

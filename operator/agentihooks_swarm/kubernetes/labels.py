@@ -64,3 +64,26 @@ def terminal_name(*, execution: str, generation: int) -> str:
 
 #: The operator's finalizer on the Executions it launches: removed once cleanup is done.
 FINALIZER: Final = "swarm.agentihooks.io/cleanup"
+
+
+# --- the workers' Redis credential (docs/workers.md) -----------------------------------------------
+
+#: Label on a swarm's worker credential Secret that the operator made: the swarm it serves.
+CREDENTIAL: Final = f"{GROUP}/worker-credential"
+#: Annotation (value ``"true"``) an admin puts on a credential Secret they made themselves (a managed
+#: Redis that refuses ``ACL SETUSER``): the operator mounts it and never changes it.
+SUPPLIED: Final = f"{GROUP}/supplied"
+#: Annotations of an operator-made credential: when its password was last replaced, and the replaced
+#: password's SHA-256 (still valid until the next pass one interval later; then removed).
+ROTATED_AT: Final = f"{GROUP}/rotated-at"
+PREVIOUS_DIGEST: Final = f"{GROUP}/previous-password-sha256"
+#: Where a worker container finds its credential's files (the Secret's keys), and the variable that
+#: says so.
+CREDENTIAL_MOUNT: Final = "/etc/agentihooks/redis"
+CREDENTIAL_ENV: Final = "AGENTIHOOKS_SWARM_WORKER_REDIS"
+
+
+def worker_credential_name(slug: str) -> str:
+    """The Secret with swarm ``slug``'s worker Redis credential, in the Swarm's namespace. Every
+    ``swarm-worker-`` name is the operator's: a Swarm's worker template may not reference one."""
+    return f"swarm-worker-redis-{slug}"

@@ -6,10 +6,14 @@ transcript end recorded when the attempt became final (or until the archive dead
 
 From Python::
 
-    from agentihooks_swarm import store, worker
-    s = store.connect()                      # AGENTIHOOKS_SWARM_REDIS_URL etc.
-    worker.heartbeat(store=s, slug="demo", execution="e1", generation=1, transcript=4096, archived=4096)
-    worker.outcome(store=s, slug="demo", execution="e1", generation=1, success=True, summary="done")
+    from agentihooks_swarm.worker import reports
+    s = reports.connect()                    # the worker's credential (docs/workers.md)
+    reports.heartbeat(store=s, slug="demo", execution="e1", generation=1, transcript=4096, archived=4096)
+    reports.outcome(store=s, slug="demo", execution="e1", generation=1, success=True, summary="done")
+
+:func:`connect` authenticates as the swarm's worker user when the Pod has its credential (the
+operator mounts it, :mod:`.credential`): that user may write this swarm's heartbeats and outcomes
+and nothing else. Without one it connects as before, from ``AGENTIHOOKS_SWARM_REDIS_*``.
 
 From a shell (inside a worker Pod the slug, execution and generation come from the
 ``AGENTIHOOKS_SWARM_SLUG``/``_EXECUTION``/``_GENERATION`` variables the controller sets)::
@@ -22,10 +26,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 
-from agentihooks_swarm import records, store as store_
+import redis.exceptions
+
+from agentihooks_swarm import errors, records, store as store_
 from agentihooks_swarm.lifecycle import finals
+from agentihooks_swarm.worker import credential as credential_
 
 #: Keeps the newest report, but never lets the transcript or archive watermark go backwards.
 _HEARTBEAT = """
@@ -40,6 +48,15 @@ local encoded = cjson.encode(new)
 redis.call('HSET', KEYS[1], ARGV[1], encoded)
 return encoded
 """
+
+
+def connect(environ: Mapping[str, str] | None = None) -> store_.Store:
+    """The store a worker reports to: as its swarm's worker user when it has the credential
+    (read again on every call: a rotated password is picked up), else as it always did."""
+    found = credential_.load(environ)
+    if found is None:
+        return store_.connect()
+    return store_.Store(client=credential_.client(found), prefix=found.prefix)
 
 
 def heartbeat(
@@ -92,7 +109,18 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     if not args.slug or not args.execution:
         parser.error("--slug and --execution are required outside a worker Pod")
-    store = store_.connect()
+    try:
+        return _report(args, store=connect())
+    except errors.InvalidCredential as e:
+        print(e, file=sys.stderr)
+        return 2
+    except redis.exceptions.RedisError as e:
+        # A NOPERM names what the worker's user may not do: a report for another swarm, say.
+        print(f"Redis did not take the report: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def _report(args: argparse.Namespace, *, store: store_.Store) -> int:
     if args.command == "heartbeat":
         stored = heartbeat(
             store=store,

@@ -1,0 +1,133 @@
+"""The workers' Redis users: one ACL user per swarm that can write its own swarm's heartbeats and
+outcomes, and nothing else.
+
+A worker reports two things (:mod:`agentihooks_swarm.worker.reports`): its heartbeat, an ``EVAL``
+of a script that runs ``HGET`` then ``HSET`` on ``PREFIX:{SLUG}:attempt-heartbeats``, and its
+outcome, an ``HSETNX`` on ``PREFIX:{SLUG}:attempt-outcomes``. So its user gets exactly those
+commands (Redis checks the commands a script runs against the user too), read and write on the
+heartbeats hash (``EVAL`` declares its keys read-write, and the script reads the earlier
+heartbeat), write only on the outcomes hash (``HSETNX`` inserts without reading), no channels, and
+nothing else: no other key, no ``KEYS``, ``CONFIG`` or ``FLUSHALL``. What redis-py sends on
+connect besides ``AUTH``/``HELLO`` (``CLIENT SETINFO``) is refused and redis-py ignores the refusal.
+A worker on a Redis Cluster also reads the slot map (``CLUSTER SLOTS``/``SHARDS``) and the command
+table (``COMMAND``), which is how redis-py's cluster client finds a key's node.
+
+Users are per server and not replicated, and a server started without an ``aclfile`` has lost
+them: :mod:`agentihooks_swarm.swarm.credentials` makes them again on every pass and after a new
+primary. ``ACL SETUSER ... reset`` makes each call state the whole user, so it is idempotent;
+connections already authenticated stay open. Passwords travel as SHA-256 hashes (``#<hex>``): the
+operator keeps a replaced password only as its hash, during the rotation's overlap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Final
+
+import redis.asyncio.cluster
+import redis.exceptions
+
+from agentihooks_swarm import errors
+from agentihooks_swarm.storage import connection
+from agentihooks_swarm.storage.keys import HEARTBEATS, OUTCOMES, key
+
+#: The heartbeat (``EVAL``, and the script's ``HGET`` and ``HSET``) and the outcome (``HSETNX``).
+COMMANDS: Final = ("eval", "hget", "hset", "hsetnx")
+#: What redis-py's cluster client asks before its first command: the slot map and the key positions.
+CLUSTER_COMMANDS: Final = ("cluster|slots", "cluster|shards", "command")
+#: The answers of a Redis that will not let the operator make users: no permission, or no ACL.
+_REFUSALS: Final = ("NOPERM", "unknown command", "unknown subcommand", "ERR unknown")
+#: Characters a key pattern treats as a glob.
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+def username(*, prefix: str, slug: str) -> str:
+    """The Redis user of swarm ``slug``'s workers."""
+    return f"{prefix}-worker-{slug}"
+
+
+def digest(password: str) -> str:
+    """A password as ``ACL SETUSER`` takes it hashed (``#<this>``) and ``ACL GETUSER`` shows it."""
+    return hashlib.sha256(password.encode()).hexdigest()
+
+
+def rules(*, prefix: str, slug: str, digests: Sequence[str], cluster: bool = False) -> list[str]:
+    """The whole user, for ``ACL SETUSER``: its passwords (by digest), its commands, its two keys."""
+    if not digests:
+        raise ValueError("a worker user needs at least one password")
+    commands = (*COMMANDS, *(CLUSTER_COMMANDS if cluster else ()))
+    return [
+        "reset",
+        "on",
+        *(f"#{d}" for d in digests),
+        "resetchannels",
+        "-@all",
+        *(f"+{c}" for c in commands),
+        f"%RW~{_pattern(key(prefix, slug, HEARTBEATS))}",
+        f"%W~{_pattern(key(prefix, slug, OUTCOMES))}",
+    ]
+
+
+def _pattern(name: str) -> str:
+    """A key pattern that matches exactly ``name`` (a prefix may hold a glob character)."""
+    return _GLOB.sub(r"\\\1", name)
+
+
+def refused(e: redis.exceptions.RedisError) -> bool:
+    """Whether Redis refused user management itself (as opposed to being unreachable)."""
+    if isinstance(e, redis.exceptions.NoPermissionError):
+        return True
+    return isinstance(e, redis.exceptions.ResponseError) and any(r in str(e) for r in _REFUSALS)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WorkerUsers:
+    """The workers' users, on the operator's own connection (on a cluster: on every node)."""
+
+    connection: connection.Connection
+
+    async def ensure(self, *, slug: str, digests: Sequence[str]) -> None:
+        """Make (or make again) swarm ``slug``'s worker user with exactly these passwords.
+
+        Raises :class:`errors.AclRefused` when Redis will not manage users, and
+        :class:`errors.StoreUnavailable` when it cannot be reached.
+        """
+        client = self.connection.redis
+        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        command = (
+            "ACL",
+            "SETUSER",
+            username(prefix=self.connection.prefix, slug=slug),
+            *rules(prefix=self.connection.prefix, slug=slug, digests=digests, cluster=cluster),
+        )
+        await self._send(command, cluster=cluster)
+
+    async def drop(self, *, slug: str) -> None:
+        """Remove swarm ``slug``'s worker user (its Swarm is gone)."""
+        client = self.connection.redis
+        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        await self._send(
+            ("ACL", "DELUSER", username(prefix=self.connection.prefix, slug=slug)), cluster=cluster
+        )
+
+    async def _send(self, command: tuple[str, ...], *, cluster: bool) -> None:
+        client = self.connection.redis
+        try:
+            if cluster:
+                # Users are per node, and redis-py sends ACL commands to one node unless told.
+                assert isinstance(client, redis.asyncio.cluster.RedisCluster)
+                await client.execute_command(
+                    *command, target_nodes=redis.asyncio.cluster.RedisCluster.ALL_NODES
+                )
+            else:
+                await client.execute_command(*command)
+        except redis.exceptions.RedisError as e:
+            if refused(e):
+                raise errors.AclRefused(
+                    f"Redis refused {command[0]} {command[1]}: {type(e).__name__}: {errors.trim(str(e))}"
+                ) from e
+            with connection.translated():
+                raise

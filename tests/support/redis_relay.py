@@ -13,9 +13,10 @@ import socket
 import threading
 
 from tests.support.redis_server import free_port
+from tests.support.started import Started
 
 
-class Relay:
+class Relay(Started):
     def __init__(self, *, upstream_port: int, host: str = "127.0.0.1") -> None:
         self.host = host
         self.upstream_port = upstream_port
@@ -53,13 +54,6 @@ class Relay:
         for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.close()
-
-    def __enter__(self) -> Relay:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _accept(self) -> None:
         assert self._listener is not None

@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tests.support import progress
+from tests.support.started import Started
 
 __all__ = [
     "AOF",
@@ -109,7 +110,7 @@ def _kill_all_at_exit() -> None:
 atexit.register(_kill_all_at_exit)
 
 
-class RedisServer:
+class RedisServer(Started):
     """One real redis-server on 127.0.0.1.
 
     The port is chosen when the object is made (or given) and stays the same
@@ -275,9 +276,7 @@ class RedisServer:
     def stop(self, *, timeout: float = 10.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL). The port is kept for :meth:`start`."""
         with self._lock:
-            self._cancel_thaw_timer()
-            process = self._process
-            self._process = None
+            process = self._taken()
             if process is None:
                 return
             if process.poll() is None:
@@ -289,20 +288,28 @@ class RedisServer:
                 except subprocess.TimeoutExpired:
                     self._kill(process)
             self._signal_group(process, signal.SIGKILL)  # anything left in the group
-            self._frozen = False
-            self._wait_port_closed(timeout=timeout)
+            self._ended(timeout=timeout)
 
     def kill(self, *, timeout: float = 10.0) -> None:
         """SIGKILL the server: a crash, no shutdown and no last write. :meth:`start` brings it back."""
         with self._lock:
-            self._cancel_thaw_timer()
-            process = self._process
-            self._process = None
+            process = self._taken()
             if process is None:
                 return
             self._kill(process)
-            self._frozen = False
-            self._wait_port_closed(timeout=timeout)
+            self._ended(timeout=timeout)
+
+    def _taken(self) -> subprocess.Popen[bytes] | None:
+        """The server's process, which this object lets go of to end it; None when none runs.
+        Called with the lock held."""
+        self._cancel_thaw_timer()
+        process, self._process = self._process, None
+        return process
+
+    def _ended(self, *, timeout: float) -> None:
+        """After the process ended: not frozen, and its port closed. Called with the lock held."""
+        self._frozen = False
+        self._wait_port_closed(timeout=timeout)
 
     def restart(self) -> None:
         self.stop()
@@ -315,13 +322,6 @@ class RedisServer:
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
             self._tmpdir = None
-
-    def __enter__(self) -> RedisServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- faults ---------------------------------------------------------
 

@@ -15,9 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from tests.bench import history, report
-from tests.bench.run import PY_SPY, Mode, Result, Run, Scenario, remove_namespace
+from tests.bench.run import PY_SPY, Mode, Result, Run, Scenario, remove_namespace, running_cluster
 from tests.support import crds, signals
-from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
 from tests.support.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,16 +39,6 @@ def _plan(
                 turn += 1
                 plan.extend((scenario, mode, n, repeat) for mode in modes if mode in wanted)
     return plan
-
-
-def _cluster(workdir: Path) -> tuple[ControlPlane, bool]:
-    try:
-        named = named_cluster()
-    except ClusterError as error:
-        raise SystemExit(str(error)) from error
-    if named is not None:
-        return named, False
-    return start(workdir=workdir / "control-plane", bin_dir=build()), True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"bench: work directory {workdir} (operator logs, Redis MONITOR streams, results.json)")
     machine = report.machine()
     began = time.monotonic()
-    cluster, owned = _cluster(workdir)
+    cluster, owned = running_cluster(workdir)
     results: list[Result] = []
     namespaces: list[str] = []
     try:

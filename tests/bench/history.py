@@ -44,9 +44,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from tests.bench import kube, measure, report
-from tests.bench.run import CHART_DEFAULTS, CREATE_PARALLELISM, REPO, BenchOperator, remove_namespace
+from tests.bench.run import (
+    CHART_DEFAULTS,
+    CREATE_PARALLELISM,
+    REPO,
+    BenchOperator,
+    remove_namespace,
+    running_cluster,
+)
 from tests.support import builders, crds, pods, signals
-from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
+from tests.support.cluster import ControlPlane
 from tests.support.redis_server import RedisServer
 
 SLUG: Final = "history"
@@ -383,16 +390,6 @@ def splice(path: Path, section: str) -> None:
     path.write_text(text)
 
 
-def _cluster(workdir: Path) -> tuple[ControlPlane, bool]:
-    try:
-        named = named_cluster()
-    except ClusterError as error:
-        raise SystemExit(str(error)) from error
-    if named is not None:
-        return named, False
-    return start(workdir=workdir / "control-plane", bin_dir=build()), True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     signals.exit_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m tests.bench.history", description=__doc__)
@@ -411,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"history: work directory {workdir}")
     machine = report.machine()
     began = time.monotonic()
-    cluster, owned = _cluster(workdir)
+    cluster, owned = running_cluster(workdir)
     steps: list[Step] = []
     history: History | None = None
     try:

@@ -34,7 +34,7 @@ from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels
 from tests.bench import kube, measure
 from tests.support import builders, pods
-from tests.support.cluster import ControlPlane
+from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
 from tests.support.operator_process import READY_LINE, OperatorProcess
 from tests.support.proxy import WATCH_QUERY, FaultProxy
 from tests.support.redis_server import RedisServer
@@ -457,6 +457,18 @@ class _Times:
     latency_record: list[float]
     lags: list[float]
     """B: how long after each container's ``finishedAt`` the bench saw its Pod Failed."""
+
+
+def running_cluster(workdir: Path) -> tuple[ControlPlane, bool]:
+    """The cluster a benchmark runs on, and whether it started it: the one ``make cluster-up`` left
+    running when the environment names it, else one of its own under ``workdir``."""
+    try:
+        named = named_cluster()
+    except ClusterError as error:
+        raise SystemExit(str(error)) from error
+    if named is not None:
+        return named, False
+    return start(workdir=workdir / "control-plane", bin_dir=build()), True
 
 
 async def remove_namespace(cluster: ControlPlane, namespace: str) -> None:

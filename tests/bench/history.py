@@ -49,6 +49,7 @@ from tests.bench.run import (
     CREATE_PARALLELISM,
     REPO,
     BenchOperator,
+    create_namespace,
     remove_namespace,
     running_cluster,
 )
@@ -80,20 +81,6 @@ class Step:
     cpu_seconds: float
     tracemalloc: bool = False
     notes: list[str] = field(default_factory=list)
-
-
-async def _namespace(api: kube.Api) -> str:
-    name = f"bench-history-{uuid.uuid4().hex[:5]}"
-    await api.request(
-        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    )
-    for _ in range(300):
-        try:
-            await api.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default", attempts=1)
-            return name
-        except kube.ApiError:
-            await asyncio.sleep(0.1)
-    raise kube.ApiError(f"namespace {name}: no default ServiceAccount after 30s")
 
 
 async def _count(api: kube.Api, namespace: str, *, selector: str) -> int:
@@ -142,7 +129,7 @@ class History:
 
     async def prepare(self, api: kube.Api) -> None:
         """The namespace, the Swarms, the template Done Execution and the Executions in flight."""
-        self.namespace = await _namespace(api)
+        self.namespace = await create_namespace(api, name=f"bench-history-{uuid.uuid4().hex[:5]}")
         path = EXECUTIONS.format(namespace=self.namespace)
         swarms = f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{self.namespace}/swarms"
         running = pods.protocol_annotations(phase="Running")

@@ -162,8 +162,8 @@ def pod_name(execution: str) -> str:
     return labels.worker_pod_name(execution=execution, generation=1)
 
 
-async def _namespace(api: kube.Api, *, scenario: Scenario, mode: Mode, n: int) -> str:
-    name = f"bench-{scenario.lower()}-{mode[:4]}-{n}-{uuid.uuid4().hex[:5]}"
+async def create_namespace(api: kube.Api, *, name: str) -> str:
+    """A new namespace ``name``, once its ``default`` ServiceAccount exists."""
     await api.request(
         "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
@@ -238,9 +238,8 @@ class Run:
 
     async def perform(self) -> Result:
         async with kube.Api(self.cluster) as api:
-            namespace = self.namespace = await _namespace(
-                api, scenario=self.scenario, mode=self.mode, n=self.n
-            )
+            name = f"bench-{self.scenario.lower()}-{self.mode[:4]}-{self.n}-{uuid.uuid4().hex[:5]}"
+            namespace = self.namespace = await create_namespace(api, name=name)
             observer = kube.Observer(api=api, namespace=namespace)
             await observer.start()
             try:

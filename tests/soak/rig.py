@@ -29,6 +29,7 @@ from typing import Final
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
+from tests.bench.run import CHART_DEFAULTS
 from tests.soak.checker.model import OperatorLife
 from tests.soak.checker.observe import sample
 from tests.soak.plan import REPLICAS, Node
@@ -52,9 +53,7 @@ OPERATOR_ENV: Final = {
     "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS": "1",
     "AGENTIHOOKS_SWARM_REDIS_MIN_REPLICAS_TIMEOUT_SECONDS": "2",
     "AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS": "5",
-    "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "10",
-    "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "10",
-    "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS": "15",
+    **CHART_DEFAULTS,
 }
 
 

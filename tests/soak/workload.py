@@ -288,6 +288,15 @@ class Workload:
             await asyncio.sleep(0.5)
         return True
 
+    def _gave_up(self, execution: ExecutionPlan, *, deadline: float, after: str, why: str) -> bool:
+        """Past ``deadline``: the name is not used again, and the tally says ``why``."""
+        if time.monotonic() <= deadline:
+            return False
+        self.tally.reuse_skipped.append(
+            f"{execution.name}: not forgotten {after} {self.reuse_patience:.0f}s: {why}"
+        )
+        return True
+
     async def _forget(self, execution: ExecutionPlan) -> Forgotten | None:
         """The name's earlier Execution is gone (:meth:`_ready_for_reuse`): make sure the API
         server says so (404), read its records, and run ``records forget`` until the name is free
@@ -300,11 +309,7 @@ class Workload:
         await asyncio.sleep(max(execution.at - _forget_lead(execution) - self.now(), 0))
         refusals: list[str] = []
         while True:
-            if time.monotonic() > deadline:
-                self.tally.reuse_skipped.append(
-                    f"{execution.name}: not forgotten after {self.reuse_patience:.0f}s: "
-                    f"{refusals[-1] if refusals else 'its Execution still exists'}"
-                )
+            if self._gave_up(execution, deadline=deadline, after="after", why="its Execution still exists"):
                 return None
             answer = await self._request("GET", path, ok=(200, 404))
             if answer.get("kind") == "Status" and answer.get("code") == 404:
@@ -313,11 +318,8 @@ class Workload:
         read = await self.prober.read(slug=execution.swarm, execution=execution.name)
         read_at = time.monotonic()
         while True:
-            if time.monotonic() > deadline:
-                self.tally.reuse_skipped.append(
-                    f"{execution.name}: not forgotten within {self.reuse_patience:.0f}s: "
-                    f"{refusals[-1] if refusals else 'a redis-lost-writes fault held the links'}"
-                )
+            why = refusals[-1] if refusals else "a redis-lost-writes fault held the links"
+            if self._gave_up(execution, deadline=deadline, after="within", why=why):
                 return None
             entered = self.gate.enter()
             if not entered:
@@ -542,7 +544,10 @@ def real_worker(worker: RealWorker) -> dict[str, Any]:
     env: list[dict[str, Any]] = list(_POD_ENV)
     if worker.missing_secret:
         env.append(
-            {"name": "SOAK_SECRET", "valueFrom": {"secretKeyRef": {"name": "soak-missing", "key": "value"}}}
+            {
+                "name": "SOAK_SECRET",
+                "valueFrom": {"secretKeyRef": {"name": "swarm-worker-soak-missing", "key": "value"}},
+            }
         )
     return {
         "image": worker.image or images.BUSYBOX_REF,

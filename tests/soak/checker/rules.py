@@ -318,34 +318,32 @@ def judge_convergence(
 ) -> Verdicts:
     """Rule 5. ``faults_end``: when the last fault ended (same clock as the histories)."""
     verdicts = Verdicts()
-    latest = 0.0
+    lateness = [0.0]
+
+    def within_bound(subject: str, *, at: float, did: str, counted: str) -> None:
+        late = at - faults_end
+        lateness.append(late)
+        if late > bound:
+            verdicts.violated(5, subject, f"{did} {late:.0f}s after the faults stopped (bound {bound:.0f}s)")
+        else:
+            verdicts.counts[counted] += 1
+
     for execution in executions.values():
         subject = f"execution {execution.name} (uid {execution.uid})"
         if execution.deleting_at is not None or execution.gone_at is not None or execution.vanished:
-            if execution.gone_at is None and not execution.vanished:
-                verdicts.violated(5, subject, f"still being deleted at the end (phase {execution.phase!r})")
-                continue
             if execution.gone_at is not None:
-                late = execution.gone_at - faults_end
-                latest = max(latest, late)
-                if late > bound:
-                    verdicts.violated(
-                        5, subject, f"gone {late:.0f}s after the faults stopped (bound {bound:.0f}s)"
-                    )
-                    continue
-            verdicts.counts["executions deleted and gone"] += 1
-            continue
-        if execution.converged_at is None:
+                within_bound(subject, at=execution.gone_at, did="gone", counted="executions deleted and gone")
+            elif execution.vanished:
+                verdicts.counts["executions deleted and gone"] += 1
+            else:
+                verdicts.violated(5, subject, f"still being deleted at the end (phase {execution.phase!r})")
+        elif execution.converged_at is None:
             verdicts.violated(5, subject, f"not converged at the end: phase {execution.phase or '(none)'!r}")
-            continue
-        late = execution.converged_at - faults_end
-        latest = max(latest, late)
-        if late > bound:
-            verdicts.violated(
-                5, subject, f"converged {late:.0f}s after the faults stopped (bound {bound:.0f}s)"
+        else:
+            within_bound(
+                subject, at=execution.converged_at, did="converged", counted=f"executions {execution.phase}"
             )
-            continue
-        verdicts.counts[f"executions {execution.phase}"] += 1
+    latest = max(lateness)
     verdicts.counts["seconds to converge after the faults stopped"] = round(latest)
     return verdicts
 

@@ -4,6 +4,7 @@ captures found in Redis, and the findings. Pure functions only; no I/O.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -171,19 +172,11 @@ def captures_from(*, where: Where, slug: str, execution: str, raw: str) -> list[
         raise RecordError(f"{where} {slug}/{execution}: not JSON: {raw[:200]!r}") from e
     if not isinstance(document, Mapping):
         raise RecordError(f"{where} {slug}/{execution}: not an object")
+    capture = functools.partial(Capture, where=where, slug=slug, execution=execution)
     if where == "launch":
         if not isinstance(document.get("uid"), str) or not isinstance(document.get("startup"), Mapping):
             raise RecordError(f"launch {slug}/{execution}: no uid or startup: {raw[:200]!r}")
-        return [
-            Capture(
-                where=where,
-                slug=slug,
-                execution=execution,
-                uid=document["uid"],
-                pod=str(document.get("pod") or ""),
-                startup=document["startup"],
-            )
-        ]
+        return [capture(uid=document["uid"], pod=str(document.get("pod") or ""), startup=document["startup"])]
     entries: list[Mapping[str, Any]] = []
     if where == "journal":
         entries += ((document.get("pinned") or {}).get("pods")) or []
@@ -194,10 +187,7 @@ def captures_from(*, where: Where, slug: str, execution: str, raw: str) -> list[
             raise RecordError(f"{where} {slug}/{execution}: a pod entry without a uid: {raw[:200]!r}")
         startup = entry.get("startup")
         found.append(
-            Capture(
-                where=where,
-                slug=slug,
-                execution=execution,
+            capture(
                 uid=entry["uid"],
                 pod=str(entry.get("name") or ""),
                 startup=startup if isinstance(startup, Mapping) else None,

@@ -162,31 +162,22 @@ class SwarmPlan:
     """The same behaviour on the real node."""
 
 
+def _exits(code: int, *, run_for: str, sleep: int, reason: str | None = None) -> SwarmPlan:
+    """A Swarm whose workers run for ``run_for`` (``sleep`` seconds on the real node), then exit
+    with ``code``."""
+    return SwarmPlan(
+        f"exit{code}",
+        "fails",
+        pods.protocol_annotations(phase="Failed", exit_code=code, reason=reason, run_for=run_for),
+        real=RealWorker(script=f"sleep {sleep}; exit {code}"),
+    )
+
+
 SWARMS: Final[tuple[SwarmPlan, ...]] = (
-    SwarmPlan(
-        "exit1",
-        "fails",
-        pods.protocol_annotations(phase="Failed", exit_code=1, run_for="1s"),
-        real=RealWorker(script="sleep 1; exit 1"),
-    ),
-    SwarmPlan(
-        "exit2",
-        "fails",
-        pods.protocol_annotations(phase="Failed", exit_code=2, run_for="3s"),
-        real=RealWorker(script="sleep 3; exit 2"),
-    ),
-    SwarmPlan(
-        "exit78",
-        "fails",
-        pods.protocol_annotations(phase="Failed", exit_code=78, reason="Error", run_for="2s"),
-        real=RealWorker(script="sleep 2; exit 78"),
-    ),
-    SwarmPlan(
-        "exit143",
-        "fails",
-        pods.protocol_annotations(phase="Failed", exit_code=143, run_for="1500ms"),
-        real=RealWorker(script="sleep 1; exit 143"),
-    ),
+    _exits(1, run_for="1s", sleep=1),
+    _exits(2, run_for="3s", sleep=3),
+    _exits(78, run_for="2s", sleep=2, reason="Error"),
+    _exits(143, run_for="1500ms", sleep=1),
     SwarmPlan(
         "oom",
         "oom",

@@ -6,40 +6,28 @@ from __future__ import annotations
 import time
 
 import redis.asyncio
-from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.storage import keys
-from tests.support import watching
-from tests.support.cluster import ControlPlane
 from tests.support.failing_workers import PREFIX, SLUG, key, start_failing_worker
-from tests.support.fixtures_operator import OperatorFactory
-from tests.support.watching import wait_done
+from tests.support.fixtures_scene import Scene
 
 RETENTION = 6.0
 
 
 # Among the slowest tests: it waits out RETENTION after the Execution is Done (short enough to wait
 # for, long enough that the records are still there when Done is seen on a loaded machine).
-async def test_the_leader_sweeps_a_finished_execution_after_the_retention(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-) -> None:
-    process = operator(
-        kubeconfig=control_plane.kubeconfig,
-        namespace=namespace,
+async def test_the_leader_sweeps_a_finished_execution_after_the_retention(scene: Scene) -> None:
+    process = scene.start(
         env={
             "AGENTIHOOKS_SWARM_RETENTION_SECONDS": str(RETENTION),
             "AGENTIHOOKS_SWARM_RETENTION_SWEEP_INTERVAL_SECONDS": "1",
         },
     )
-    await start_failing_worker(admin_api, control_plane, namespace=namespace, execution="swept")
-    await wait_done(admin_api, namespace, "swept", process)
+    await start_failing_worker(scene, execution="swept")
+    await scene.until_phase("swept", "Done", process=process)
     names = [*keys.SWEPT, store_.JOURNAL]
-    connection = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    connection = redis.asyncio.Redis.from_url(scene.redis_url, decode_responses=True)
     try:
 
         async def held() -> set[str]:
@@ -53,7 +41,7 @@ async def test_the_leader_sweeps_a_finished_execution_after_the_retention(
         async def swept() -> bool:
             return not await held()
 
-        await watching.eventually(swept, what="the sweep", operator=process, timeout=RETENTION + 30)
+        await scene.until(swept, what="the sweep", process=process, timeout=RETENTION + 30)
         assert time.time() - written >= RETENTION, "swept before the retention ran out"
         assert await connection.zcard(key(store_.RETENTION_INDEX)) == 0
     finally:

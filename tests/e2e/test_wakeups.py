@@ -10,84 +10,63 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kubernetes_asyncio import client
-
-from tests.support import builders, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
+from agentihooks_swarm.kubernetes import labels
+from tests.support import pods
+from tests.support.fixtures_scene import Scene
 from tests.support.marked_workers import (
     SLUG,
     assert_one_capture_of_its_own,
     fail_worker,
-    plant_marker,
+    launch_marked,
     worker_pods,
 )
 from tests.support.proxy import FaultProxy
-from tests.support.watching import status_of, wait_done
 
 
-async def test_a_worker_that_fails_is_captured_and_done_with_no_resync(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-) -> None:
+async def test_a_worker_that_fails_is_captured_and_done_with_no_resync(scene: Scene) -> None:
     """The resync is an hour away: only the worker Pods' watch can tell the operator it failed."""
     name = "woken"
-    await plant_marker(control_plane, namespace=namespace, execution=name)
-    behaviour = pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="4s")
-    process = operator(
-        kubeconfig=control_plane.kubeconfig,
-        namespace=namespace,
+    process = await launch_marked(
+        scene,
+        execution=name,
         env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "3600"},
+        behaviour=pods.protocol_annotations(phase="Failed", exit_code=3, reason="Error", run_for="4s"),
     )
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-
-    await wait_done(admin_api, namespace, name, process, timeout=90)
-    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await scene.until_phase(name, "Done", process=process, timeout=90)
+    retained = await scene.stored(slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)
-    assert await worker_pods(admin_api, namespace) == []
+    assert await worker_pods(scene.api, scene.namespace) == []
 
 
 async def test_a_running_worker_is_parked_and_its_end_wakes_it(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    threaded_fault_proxy: FaultProxy,
-    fault_proxy_kubeconfig: Path,
+    threaded_fault_proxy: FaultProxy, fault_proxy_kubeconfig: Path, scene: Scene
 ) -> None:
     """With a resync every 0.5 s, a running worker's Pod was read twice a second; parked, it is
     read by every sixth resync (3 s), and its failure is acted on at once."""
     name = "parked"
-    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
-    behaviour = pods.protocol_annotations(phase="Running")
-    process = operator(
+    pod = labels.worker_pod_name(execution=name, generation=1)
+    process = await launch_marked(
+        scene,
+        execution=name,
         kubeconfig=fault_proxy_kubeconfig,
-        namespace=namespace,
         env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
+        behaviour=pods.protocol_annotations(phase="Running"),
     )
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour))
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-    read = rf"/api/v1/namespaces/{namespace}/pods/{pod}"
+    read = rf"/api/v1/namespaces/{scene.namespace}/pods/{pod}"
 
     async def running_and_read() -> bool:
-        return (await status_of(admin_api, namespace, name)).get(
-            "phase"
-        ) == "Running" and threaded_fault_proxy.count(method="GET", path=read) >= 1
+        running = (await scene.status(name)).get("phase") == "Running"
+        return running and threaded_fault_proxy.count(method="GET", path=read) >= 1
 
-    await watching.eventually(running_and_read, what=f"{name} Running", operator=process, timeout=60)
+    await scene.until(running_and_read, what=f"{name} Running", process=process, timeout=60)
     await asyncio.sleep(1)  # The step that found it running has parked it.
     threaded_fault_proxy.reset_counts()
     await asyncio.sleep(6)
     reads = threaded_fault_proxy.count(method="GET", path=read)
     assert 1 <= reads <= 4, f"{reads} reads of the running worker's Pod in 6 s (12 without parking)"
 
-    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
+    await fail_worker(scene.api, namespace=scene.namespace, pod=pod, exit_code=3, reason="Error")
 
-    await wait_done(admin_api, namespace, name, process)
-    retained = await watching.stored(redis_url, slug=SLUG, name="attempt-retained", execution=name)
+    await scene.until_phase(name, "Done", process=process)
+    retained = await scene.stored(slug=SLUG, name="attempt-retained", execution=name)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from agentihooks_swarm import errors, records as records_, settings as settings_, store as store_
 from agentihooks_swarm.capture import diagnostics
-from agentihooks_swarm.kubernetes import api, pods
+from agentihooks_swarm.kubernetes import api, clients
 
 logger = logging.getLogger("agentihooks_swarm")
 
@@ -83,8 +83,8 @@ async def _owning(owner: records_.Owner, *, execution: str) -> dict[str, object]
     else None. Raises ``ApiError`` or the client's configuration errors when it cannot tell."""
     client = await api.client()
     try:
-        reader = pods.PodClient(api=client, timeout=OWNER_LOOKUP_TIMEOUT_SECONDS)
-        found = await reader.read_custom(namespace=owner.namespace, plural="executions", name=execution)
+        executions = clients.build(api=client, timeout=OWNER_LOOKUP_TIMEOUT_SECONDS).executions
+        found = await executions.read(namespace=owner.namespace, name=execution)
     finally:
         await client.close()
     if found is None or (found.get("metadata") or {}).get("uid") != owner.uid:

@@ -1,7 +1,8 @@
 """The operator's wiring, built in one place: :class:`App` holds every collaborator, typed.
 
-:func:`open_app` builds it from the settings (the API client, PodClient, Redis, metrics, the
-Lease, the Executions' table and queue, the lifecycle, the informers) and closes what it opened.
+:func:`open_app` builds it from the settings (the API client and the Kubernetes clients on it, Redis,
+metrics, the Lease, the Executions' table and queue, the lifecycle, the informers) and closes what
+it opened.
 :meth:`App.runnables` names the background tasks the supervisor keeps running. Nothing here
 starts a task or talks to kopf: :mod:`__main__` runs the whole, tests and the bench build an
 ``App`` with the collaborators they choose (the bench's capture-free baseline passes its own
@@ -32,7 +33,7 @@ from agentihooks_swarm.controller import (
     worker_pods,
 )
 from agentihooks_swarm.controller.workqueue import KeyedQueue
-from agentihooks_swarm.kubernetes import api, event_index, informer, pods
+from agentihooks_swarm.kubernetes import api, clients, event_index, informer
 from agentihooks_swarm.lifecycle import model, step as lifecycle
 from agentihooks_swarm.storage import failover, operations
 from agentihooks_swarm.swarm import status as swarms_
@@ -45,7 +46,7 @@ EXPIRY_TICK_SECONDS: Final = 1.0
 class App:
     settings: settings_.Settings
     metrics: metrics_.Metrics
-    pods: pods.PodClient
+    cluster: clients.Clients
     store: operations.AsyncStore
     runtime: model.Runtime
     leader: leadership.Leadership
@@ -87,7 +88,7 @@ class App:
         await executions_.run_expiry(
             expiry=self.table.expiry,
             holds=self.leader.holds,
-            delete=self.pods.delete_custom,
+            delete=self.cluster.executions.delete,
             tick=EXPIRY_TICK_SECONDS,
         )
 
@@ -127,7 +128,7 @@ async def open_app(
             yield build(
                 settings=settings,
                 metrics=metrics,
-                client=pods.PodClient(api=client, timeout=settings.api_timeout_seconds),
+                cluster=clients.build(api=client, timeout=settings.api_timeout_seconds),
                 store=store,
                 capture=capture,
                 identity=identity or leadership.identity(),
@@ -141,16 +142,16 @@ def build(
     *,
     settings: settings_.Settings,
     metrics: metrics_.Metrics,
-    client: pods.PodClient,
+    cluster: clients.Clients,
     store: operations.AsyncStore,
     capture: diagnostics.Capture = diagnostics.startup,
     identity: str,
     legacy_finalizers: frozenset[str] = frozenset(),
 ) -> App:
-    """An :class:`App` on the given client and store."""
+    """An :class:`App` on the given clients and store."""
     index = event_index.EventIndex(namespace=settings.namespace, metrics=metrics)
     runtime = model.Runtime(
-        pods=client,
+        cluster=cluster,
         recorder=store,
         metrics=metrics,
         startup_deadline_seconds=settings.startup_deadline_seconds,
@@ -158,7 +159,7 @@ def build(
         events=index,
     )
     leader = leadership.Leadership(
-        client=client,
+        leases=cluster.leases,
         namespace=settings.lease_namespace or settings.namespace or "default",
         name=settings.lease_name,
         holder=identity,
@@ -172,7 +173,7 @@ def build(
         clock=time.monotonic,
     )
     pods_table = worker_pods.WorkerPods(owners=table.named, wake=queue.add)
-    watches = _watches(settings=settings, client=client, table=table, index=index, workers=pods_table)
+    watches = _watches(settings=settings, cluster=cluster, table=table, index=index, workers=pods_table)
     steps = lifecycle.Lifecycle(
         runtime=runtime,
         store=store,
@@ -184,29 +185,28 @@ def build(
     return App(
         settings=settings,
         metrics=metrics,
-        pods=client,
+        cluster=cluster,
         store=store,
         runtime=runtime,
         leader=leader,
         table=table,
         queue=queue,
-        reconciler=reconciler_.Reconciler(
-            lifecycle=steps,
+        reconciler=_reconciler(
+            settings=settings,
+            metrics=metrics,
+            steps=steps,
             table=table,
             queue=queue,
-            metrics=metrics,
-            holds=leader.holds,
-            interval=settings.cleanup_interval_seconds,
-            parked_seconds=worker_pods.PARKED_ROUNDS * settings.cleanup_interval_seconds,
-            parking=lambda: watches[-1].synced,
+            leader=leader,
+            parking=watches[-1],
             adopt=orphans.Orphans(
-                workers=pods_table, table=table, store=store, client=client, wake=queue.add
-            ).adopt,
+                workers=pods_table, table=table, store=store, executions=cluster.executions, wake=queue.add
+            ),
         ),
         informers=watches,
         supervisor=supervisor_.Supervisor(metrics=metrics),
         swarms=swarms_.SwarmStatus(
-            client=client,
+            cluster=cluster,
             store=store,
             metrics=metrics,
             namespace=settings.namespace,
@@ -220,10 +220,36 @@ def build(
     )
 
 
+def _reconciler(
+    *,
+    settings: settings_.Settings,
+    metrics: metrics_.Metrics,
+    steps: lifecycle.Lifecycle,
+    table: executions_.Executions,
+    queue: KeyedQueue[str],
+    leader: leadership.Leadership,
+    parking: informer.Informer,
+    adopt: orphans.Orphans,
+) -> reconciler_.Reconciler:
+    """The workers that run the steps; a running worker is parked only while ``parking`` (the
+    worker Pods' watch) is in sync."""
+    return reconciler_.Reconciler(
+        lifecycle=steps,
+        table=table,
+        queue=queue,
+        metrics=metrics,
+        holds=leader.holds,
+        interval=settings.cleanup_interval_seconds,
+        parked_seconds=worker_pods.PARKED_ROUNDS * settings.cleanup_interval_seconds,
+        parking=lambda: parking.synced,
+        adopt=adopt.adopt,
+    )
+
+
 def _watches(
     *,
     settings: settings_.Settings,
-    client: pods.PodClient,
+    cluster: clients.Clients,
     table: executions_.Executions,
     index: event_index.EventIndex,
     workers: worker_pods.WorkerPods,
@@ -233,15 +259,15 @@ def _watches(
     return (
         informer.Informer(
             name="executions",
-            source=client.custom_listing(namespace=settings.namespace, plural="executions"),
+            source=cluster.executions.listing(namespace=settings.namespace),
             handler=table,
             page=executions_.PAGE,
             refused_hint="grant list and watch on executions.swarm.agentihooks.io",
         ),
-        event_index.informer(client=client, index=index),
+        event_index.informer(client=cluster.pods, index=index),
         informer.Informer(
             name="worker pods",
-            source=client.worker_pods_listing(namespace=settings.namespace),
+            source=cluster.pods.worker_pods_listing(namespace=settings.namespace),
             handler=workers,
             page=worker_pods.PAGE,
             refused_hint="grant list and watch on pods; until then running workers are read on every resync",

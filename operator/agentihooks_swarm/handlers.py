@@ -65,7 +65,9 @@ def register(
         try:
             nudged = await on_loop(
                 now,
-                relaunch.after_swarm_change(client=now.app.pods, namespace=namespace, swarm=dict(body)),
+                relaunch.after_swarm_change(
+                    executions=now.app.cluster.executions, namespace=namespace, swarm=dict(body)
+                ),
             )
         except errors.ApiError as e:  # The next event, or a restart's listing, tries again.
             logger.warning("Could not relaunch the Executions refused for an older Swarm: %s", e)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm.kubernetes import informer, pods
+from agentihooks_swarm.kubernetes import clients, custom, informer
 from tests.support import builders, watching
 from tests.support.fixtures_cluster import api_client
 from tests.support.proxy import WATCH_QUERY, Cut, FaultProxy, Respond, WatchError
@@ -61,7 +61,9 @@ async def following(
     async with api_client(kubeconfig=kubeconfig) as api:
         watch = informer.Informer(
             name="executions",
-            source=pods.PodClient(api=api, timeout=3.0).custom_listing(namespace=namespace, plural=PLURAL),
+            source=custom.CustomClient(
+                transport=clients.build(api=api, timeout=3.0).transport, plural=PLURAL
+            ).listing(namespace=namespace),
             handler=recorder,
             page=2,  # Several pages for a handful of objects.
             watch_seconds=watch_seconds,

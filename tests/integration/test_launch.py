@@ -404,9 +404,9 @@ async def test_launch_adopts_its_own_pod_and_never_touches_a_foreign_one(rig: Ri
     )
     spec = swarm_spec()
     async with rig.runtime() as runtime:
-        adopted = await launch.ensure_pod(client=runtime.pods, attempt=attempt, worker=spec.worker)
+        adopted = await launch.ensure_pod(pods=runtime.cluster.pods, attempt=attempt, worker=spec.worker)
         with pytest.raises(launch.ForeignPod):
-            await launch.ensure_pod(client=runtime.pods, attempt=foreign, worker=spec.worker)
+            await launch.ensure_pod(pods=runtime.cluster.pods, attempt=foreign, worker=spec.worker)
     assert adopted["metadata"]["uid"] == ours["metadata"]["uid"]
     still = await core.read_namespaced_pod(foreign.pod_name, rig.namespace)
     assert still.metadata.labels == {"app": "someone-else"} and still.metadata.deletion_timestamp is None

@@ -93,7 +93,11 @@ async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and
         woken: list[str] = []
         workers = worker_pods.WorkerPods(owners=table.named, wake=woken.append)
         found = orphans.Orphans(
-            workers=workers, table=table, store=store, client=runtime.pods, wake=woken.append
+            workers=workers,
+            table=table,
+            store=store,
+            executions=runtime.cluster.executions,
+            wake=woken.append,
         )
         assert await found.adopt() == 1
         assert await found.adopt() == 0  # Judged once.

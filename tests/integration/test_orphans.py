@@ -58,7 +58,11 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
     workers.end()
     async with runtime_for(control_plane.kubeconfig) as runtime:
         found = orphans.Orphans(
-            workers=workers, table=table, store=store, client=runtime.pods, wake=woken.append
+            workers=workers,
+            table=table,
+            store=store,
+            executions=runtime.cluster.executions,
+            wake=woken.append,
         )
         assert await found.adopt() == 1
         assert await found.adopt() == 0  # Judged once.

@@ -25,7 +25,7 @@ from kubernetes_asyncio import client
 from redis.crc import key_slot
 
 from agentihooks_swarm import metrics, settings, store as store_
-from agentihooks_swarm.kubernetes import pods as pod_client
+from agentihooks_swarm.kubernetes import clients
 from agentihooks_swarm.lifecycle import cleanup, model
 from agentihooks_swarm.storage import operations
 from tests.support import burst
@@ -70,8 +70,8 @@ async def _runtime(
         api_client(kubeconfig=kubeconfig) as api,
         operations.open_store(config, metrics=collector) as opened,
     ):
-        podclient = pod_client.PodClient(api=api, timeout=3)
-        yield model.Runtime(pods=podclient, recorder=opened, metrics=collector), opened
+        cluster = clients.build(api=api, timeout=3)
+        yield model.Runtime(cluster=cluster, recorder=opened, metrics=collector), opened
 
 
 async def _run(config: settings.Settings, *args: str) -> subprocess.CompletedProcess[str]:

@@ -28,7 +28,7 @@ import redis
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import metrics, settings, store as store_
-from agentihooks_swarm.kubernetes import pods as pod_client
+from agentihooks_swarm.kubernetes import clients
 from agentihooks_swarm.lifecycle import model
 from agentihooks_swarm.storage import operations
 from tests.support import burst
@@ -67,9 +67,7 @@ async def _runtime(
         api_client(kubeconfig=control_plane.kubeconfig) as api,
         operations.open_store(config, metrics=collector) as recorder,
     ):
-        yield model.Runtime(
-            pods=pod_client.PodClient(api=api, timeout=3), recorder=recorder, metrics=collector
-        )
+        yield model.Runtime(cluster=clients.build(api=api, timeout=3), recorder=recorder, metrics=collector)
 
 
 async def _burst_with_kill(

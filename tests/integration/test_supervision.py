@@ -12,7 +12,7 @@ from pathlib import Path
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_
-from agentihooks_swarm.kubernetes import labels, pods as pod_client
+from agentihooks_swarm.kubernetes import clients, labels
 from agentihooks_swarm.storage import operations
 from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
@@ -33,7 +33,7 @@ async def running(kubeconfig: Path, store: operations.AsyncStore, namespace: str
         app = app_.build(
             settings=settings,
             metrics=metrics_.Metrics(),
-            client=pod_client.PodClient(api=api, timeout=3.0),
+            cluster=clients.build(api=api, timeout=3.0),
             store=store,
             identity="supervised-test",
         )

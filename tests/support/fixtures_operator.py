@@ -6,7 +6,7 @@
     The operator's real ``AsyncStore`` on the test's empty Redis.
 ``runtime_for`` (function)
     ``async with runtime_for(kubeconfig) as runtime:`` — the operator's real ``Runtime``
-    (PodClient on kubernetes-asyncio, Redis recorder, fresh metrics) on any kubeconfig: admin,
+    (the Kubernetes clients on kubernetes-asyncio, Redis recorder, fresh metrics) on any kubeconfig: admin,
     the fault proxy's, or a ServiceAccount's.
 ``operator`` (function)
     A factory: ``operator(kubeconfig=..., namespace=...)`` gives a started
@@ -24,10 +24,10 @@ from typing import Any, Protocol
 import pytest
 
 from agentihooks_swarm import metrics, settings
-from agentihooks_swarm.kubernetes import pods as pod_client
-from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.kubernetes import clients
+from agentihooks_swarm.lifecycle import model, worker_policy
 from agentihooks_swarm.storage import operations
-from tests.support import crds
+from tests.support import crds, pods
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.operator_process import OperatorProcess
@@ -49,6 +49,10 @@ async def store(redis_url: str) -> AsyncIterator[operations.AsyncStore]:
         yield opened
 
 
+#: The safe default worker policy, and the test workers' kwok annotations (a prefixed key).
+TEST_WORKER_POLICY = worker_policy.WorkerPolicy(metadata_prefixes=(pods.PREFIX,))
+
+
 class RuntimeFactory(Protocol):
     def __call__(
         self, kubeconfig: Path, *, recorder: bool = True, timeout: float = 3.0
@@ -63,9 +67,10 @@ def runtime_for(store: operations.AsyncStore) -> RuntimeFactory:
     ) -> AsyncIterator[model.Runtime]:
         async with api_client(kubeconfig=kubeconfig) as api:
             yield model.Runtime(
-                pods=pod_client.PodClient(api=api, timeout=timeout),
+                cluster=clients.build(api=api, timeout=timeout),
                 recorder=store if recorder else None,
                 metrics=metrics.Metrics(),
+                worker_policy=TEST_WORKER_POLICY,
             )
 
     return factory

@@ -169,8 +169,9 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
 {{- end }}
 
 {{/*
-RBAC. The worker rules are exactly the API calls of kubernetes/pods.py and of kopf on the
-Execution and Swarm objects; manifests/rbac/ grants the same for installs without Helm.
+RBAC. The worker rules are exactly the API calls of the operator's clients (kubernetes/clients.py)
+and of kopf on the Execution and Swarm objects; manifests/rbac/ grants the same for installs
+without Helm.
 */}}
 {{- define "agentihooks-swarm.workerRules" -}}
 # Worker Pods: create or adopt, re-read, list by labels, delete by pinned UID; kopf watches.

@@ -337,7 +337,7 @@ async def run_expiry(
             continue
         for namespace, name, uid in expiry.pop_due(now=time.time()):
             try:
-                await delete(namespace=namespace, plural="executions", name=name, uid=uid)
+                await delete(namespace=namespace, name=name, uid=uid)
             except (errors.NotFound, errors.PreconditionFailed):
                 continue  # Gone already, or a new Execution of that name: not ours to expire.
             except errors.ApiError as e:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentihooks_swarm import errors
-from agentihooks_swarm.kubernetes import pods
+from agentihooks_swarm.kubernetes import leases as leases_
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class Leadership:
     def __init__(
         self,
         *,
-        client: pods.PodClient,
+        leases: leases_.LeaseClient,
         namespace: str,
         name: str,
         holder: str,
@@ -60,7 +60,7 @@ class Leadership:
         margin: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client = client
+        self._leases = leases
         self.namespace = namespace
         self.name = name
         self.holder = holder
@@ -82,7 +82,7 @@ class Leadership:
         sent_at = self._clock()
         now = datetime.datetime.now(datetime.UTC)
         try:
-            lease = await self._client.read_lease(namespace=self.namespace, name=self.name)
+            lease = await self._leases.read(namespace=self.namespace, name=self.name)
             spec: dict[str, Any] = {
                 "holderIdentity": self.holder,
                 "leaseDurationSeconds": int(self.duration),
@@ -90,7 +90,7 @@ class Leadership:
             }
             if lease is None:
                 spec["acquireTime"] = _rfc3339(now)
-                await self._client.create_lease(
+                await self._leases.create(
                     namespace=self.namespace,
                     body={
                         "apiVersion": "coordination.k8s.io/v1",
@@ -124,7 +124,7 @@ class Leadership:
                     spec["acquireTime"] = current.get("acquireTime") or _rfc3339(now)
                     spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
                 lease["spec"] = spec
-                await self._client.replace_lease(namespace=self.namespace, body=lease)
+                await self._leases.replace(namespace=self.namespace, body=lease)
         except errors.ApiError as e:
             verb = "renew" if self.holds() else "acquire"
             logger.warning("Could not %s the lease %s/%s: %s", verb, self.namespace, self.name, e)
@@ -153,9 +153,9 @@ class Leadership:
             return
         self._held_until = 0.0
         try:
-            lease = await self._client.read_lease(namespace=self.namespace, name=self.name)
+            lease = await self._leases.read(namespace=self.namespace, name=self.name)
             if lease and (lease.get("spec") or {}).get("holderIdentity") == self.holder:
                 lease["spec"]["holderIdentity"] = ""
-                await self._client.replace_lease(namespace=self.namespace, body=lease)
+                await self._leases.replace(namespace=self.namespace, body=lease)
         except errors.ApiError as e:
             logger.warning("Could not release the lease: %s", e)

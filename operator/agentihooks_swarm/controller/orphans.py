@@ -41,7 +41,7 @@ import redis.exceptions
 from agentihooks_swarm import errors, records
 from agentihooks_swarm.controller import executions as executions_
 from agentihooks_swarm.controller.worker_pods import WorkerPod, WorkerPods
-from agentihooks_swarm.kubernetes import labels, pods as pods_
+from agentihooks_swarm.kubernetes import custom, labels
 from agentihooks_swarm.lifecycle.model import Tracked
 from agentihooks_swarm.storage import keys, operations
 
@@ -59,7 +59,7 @@ class Orphans:
     workers: WorkerPods
     table: executions_.Executions
     store: operations.AsyncStore
-    client: pods_.PodClient
+    executions: custom.CustomClient
     wake: _Wake
     #: Pods judged already (by namespace, name and generation), adopted or left alone.
     _judged: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
@@ -113,9 +113,7 @@ class Orphans:
         owner = await self.store.owner(slug=slug, execution=pod.execution)
         if owner is None or owner.namespace != pod.namespace:
             return None  # Never claimed here: not a worker this operator launched.
-        found = await self.client.read_custom(
-            namespace=pod.namespace, plural="executions", name=pod.execution
-        )
+        found = await self.executions.read(namespace=pod.namespace, name=pod.execution)
         if found is not None and (found.get("metadata") or {}).get("uid") == owner.uid:
             return None  # It exists: the table tracks it whenever it needs a step.
         return _gone(
@@ -185,7 +183,7 @@ class Orphans:
 
     async def _journal_orphan(self, *, slug: str, name: str, owner: records.Owner) -> Tracked | None:
         """The gone Execution that owns the journal entry ``name``; None when it still exists."""
-        execution = await self.client.read_custom(namespace=owner.namespace, plural="executions", name=name)
+        execution = await self.executions.read(namespace=owner.namespace, name=name)
         if execution is not None and (execution.get("metadata") or {}).get("uid") == owner.uid:
             return None  # It exists: the table tracks it whenever it needs a step.
         entry = await self.store.read_journal(slug=slug, execution=name)

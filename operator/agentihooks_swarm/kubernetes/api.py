@@ -1,4 +1,5 @@
-"""The kubernetes-asyncio ``ApiClient`` the operator's ``PodClient`` sends its requests through.
+"""The kubernetes-asyncio ``ApiClient`` the operator's clients send their requests through
+(:mod:`.transport`).
 
 One reliance on kubernetes-asyncio's internals lives here, with a test
 (``tests/unit/test_kubernetes_api.py``) that fails if a release changes it: its REST client keeps

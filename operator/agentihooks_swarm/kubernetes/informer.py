@@ -58,7 +58,7 @@ class Handler(Protocol):
 
 
 class Source(Protocol):
-    """Where an informer lists and watches (``PodClient`` implements it for a path and selector)."""
+    """Where an informer lists and watches (:class:`transport.Listing` is one: a path and selectors)."""
 
     def pages(self, *, limit: int) -> AsyncIterator[Object]: ...
 

@@ -140,7 +140,7 @@ async def _become_final(
 ) -> records.FinalRecord | Progress:
     """The attempt's final record (written once now, or an earlier one), or the progress of an
     attempt that is not final yet."""
-    pod = await runtime.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
+    pod = await runtime.cluster.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
     if pod is not None:
         seen[hand.pod] = pod
     state = finals.final_state(hand=hand, pod=pod, cancelled=cancelled, outcome=stored.outcome)
@@ -155,7 +155,7 @@ async def _become_final(
             )
         if late is not None:
             state, reason = records.FinalState.FAILED, UNSCHEDULABLE
-            evidence = await diagnostics.evidence(pod, runtime.pods)
+            evidence = await diagnostics.evidence(pod, runtime.cluster.pods)
     if state is None:
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         return Progress(
@@ -252,7 +252,7 @@ async def _fail_by_kubelet(
     )
     if not late.deadline_set:
         guard.check(before=f"setting the startup deadline of pod {attempt.pod_name}")
-        await runtime.pods.set_active_deadline(
+        await runtime.cluster.pods.set_active_deadline(
             namespace=attempt.namespace,
             name=attempt.pod_name,
             uid=str((pod.get("metadata") or {}).get("uid")),

@@ -97,10 +97,8 @@ class _Pass:
         await self.store.save_journal(slug=self.attempt.slug, journal=self.journal)
 
     def _calls(self, kind: Kind) -> tuple[Read, Delete]:
-        client = self.runtime.pods
-        if kind == "pod":
-            return client.read, client.delete
-        return client.read_service, client.delete_service
+        client = self.runtime.cluster.pods if kind == "pod" else self.runtime.cluster.services
+        return client.read, client.delete
 
     async def remove(self, entry: records.PinnedObject, kind: Kind) -> records.RemovalOutcome:
         """Capture (Pods only) and delete one pinned object; return its outcome.
@@ -169,10 +167,8 @@ class _Pass:
 
     async def confirm_gone(self, entry: records.PinnedObject, kind: Kind) -> None:
         """A 404 or 409 ends cleanup of an object for good, so it is believed only if a list agrees."""
-        client = self.runtime.pods
-        if await client.still_listed(
-            plural=f"{kind}s", namespace=self.attempt.namespace, name=entry.name, uid=entry.uid
-        ):
+        client = self.runtime.cluster.pods if kind == "pod" else self.runtime.cluster.services
+        if await client.still_listed(namespace=self.attempt.namespace, name=entry.name, uid=entry.uid):
             raise PassFailed(f"{kind} {entry.name}: the API said it is gone or replaced, but a list shows it")
 
     async def capture(
@@ -280,12 +276,12 @@ async def pin(
     if stored is not None:
         return stored
     selector = labels.selector(attempt.labels)
-    found_pods = await runtime.pods.list(namespace=attempt.namespace, selector=selector)
+    found_pods = await runtime.cluster.pods.list(namespace=attempt.namespace, selector=selector)
     if seen is not None:
         seen.update(
             {str(p["metadata"]["name"]): p for p in found_pods if isinstance(p.get("metadata"), dict)}
         )
-    found_services = await runtime.pods.list_services(namespace=attempt.namespace, selector=selector)
+    found_services = await runtime.cluster.services.list(namespace=attempt.namespace, selector=selector)
 
     def pinned(items: list[dict[str, object]]) -> list[records.PinnedObject]:
         return [

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from agentihooks_swarm import errors
-from agentihooks_swarm.kubernetes import pods
+from agentihooks_swarm.kubernetes import posting
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +41,13 @@ class Collected:
 
 
 async def post(
-    *, client: pods.PodClient, involved: Mapping[str, Any], notes: Collected, instance: str
+    *, client: posting.EventClient, involved: Mapping[str, Any], notes: Collected, instance: str
 ) -> None:
     """Post each note as an Event about ``involved`` (an object reference with its UID)."""
     for type_, reason, message in notes.items:
         try:
-            await client.post_event(
-                involved=dict(involved),
+            await client.post(
+                involved=involved,
                 type_=type_,
                 reason=reason,
                 message=message,

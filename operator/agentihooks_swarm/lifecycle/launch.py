@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from agentihooks_swarm import errors, metrics, records, resources
 from agentihooks_swarm.capture import causes, diagnostics
-from agentihooks_swarm.kubernetes import labels, pods
+from agentihooks_swarm.kubernetes import core, labels, pods as pods_
 from agentihooks_swarm.lifecycle import events, model
 
 logger = logging.getLogger(__name__)
@@ -42,9 +42,14 @@ def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def pod_body(
-    *, attempt: model.Attempt, worker: resources.WorkerTemplate, startup_deadline_seconds: int = 600
+    *,
+    attempt: model.Attempt,
+    worker: resources.WorkerTemplate,
+    startup_deadline_seconds: int = 600,
+    credential: str | None = None,
 ) -> dict[str, Any]:
-    """The worker Pod: restartPolicy Never, the attempt's labels, its grant mounted read-only.
+    """The worker Pod: restartPolicy Never, the attempt's labels, its grant mounted read-only, and
+    its swarm's Redis credential (the Secret ``credential``) mounted read-only.
 
     Its startup deadline (the template's, else ``startup_deadline_seconds``) rides on the Pod as
     an annotation, so every later pass reads it from the Pod it judges.
@@ -90,6 +95,8 @@ def pod_body(
     }
     if worker.service_account_name:
         spec["serviceAccountName"] = worker.service_account_name
+    if credential is not None:
+        _mount_credential(container, spec, secret=credential)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -108,21 +115,39 @@ def is_ours(pod: dict[str, Any], *, attempt: model.Attempt) -> bool:
     return labels.matches(metadata.get("labels"), attempt.labels) and not metadata.get("deletionTimestamp")
 
 
+def _mount_credential(container: dict[str, Any], spec: dict[str, Any], *, secret: str) -> None:
+    """The worker's Redis credential (docs/workers.md). Optional: a missing Secret never holds the
+    Pod back (it would wait in CreateContainerConfigError, a refusal the worker did not cause), and
+    one supplied later appears in the running Pod."""
+    # Last, so the template's env cannot point the commands elsewhere under the same name.
+    container["env"].append({"name": labels.CREDENTIAL_ENV, "value": labels.CREDENTIAL_MOUNT})
+    container["volumeMounts"].append(
+        {"name": "worker-redis", "mountPath": labels.CREDENTIAL_MOUNT, "readOnly": True}
+    )
+    spec["volumes"].append({"name": "worker-redis", "secret": {"secretName": secret, "optional": True}})
+
+
 async def ensure_pod(
     *,
-    client: pods.PodClient,
+    pods: pods_.PodClient,
     attempt: model.Attempt,
     worker: resources.WorkerTemplate,
     startup_deadline_seconds: int = 600,
+    credential: str | None = None,
 ) -> dict[str, Any]:
     """Create the attempt's worker Pod, or adopt it if an earlier pass created it.
 
     A 400 or 422 is the API server refusing the Pod the worker template builds: that raises
     :class:`~agentihooks_swarm.errors.SpecRejected`, which no retry can fix.
     """
-    body = pod_body(attempt=attempt, worker=worker, startup_deadline_seconds=startup_deadline_seconds)
+    body = pod_body(
+        attempt=attempt,
+        worker=worker,
+        startup_deadline_seconds=startup_deadline_seconds,
+        credential=credential,
+    )
     try:
-        return await client.create(namespace=attempt.namespace, body=body)
+        return await pods.create(namespace=attempt.namespace, body=body)
     except errors.AlreadyExists:
         pass
     except errors.ApiRefused as e:
@@ -131,7 +156,7 @@ async def ensure_pod(
                 kind="Pod", namespace=attempt.namespace, name=attempt.pod_name, detail=_quote(e)
             ) from e
         raise
-    existing = await client.read(namespace=attempt.namespace, name=attempt.pod_name)
+    existing = await pods.read(namespace=attempt.namespace, name=attempt.pod_name)
     if existing is None:  # Deleted between our create and read: try once more next pass.
         raise errors.ApiUnavailable(f"pod {attempt.pod_name} existed and vanished; will retry")
     if not is_ours(existing, attempt=attempt):
@@ -197,7 +222,8 @@ def _refused(reason: records.HandReason, *, kind: str, body: dict[str, Any], e: 
 
 async def hand(
     *,
-    client: pods.PodClient,
+    config_maps: core.CoreClient,
+    services: core.CoreClient,
     attempt: model.Attempt,
     pod: dict[str, Any],
     swarm: resources.SwarmSpec,
@@ -221,10 +247,10 @@ async def hand(
         "data": {"grant.json": _grant(attempt=attempt, project=project, task=task)},
     }
     try:
-        await client.create_config_map(namespace=attempt.namespace, body=config_map)
+        await config_maps.create(namespace=attempt.namespace, body=config_map)
     except errors.AlreadyExists:
         existing = await _read_quietly(
-            client.read_config_map, namespace=attempt.namespace, name=config_map["metadata"]["name"]
+            config_maps.read, namespace=attempt.namespace, name=config_map["metadata"]["name"]
         )
         if not _owned_by(existing, pod=pod):  # Our own grant from a pass that crashed is fine.
             return Refusal(reason=records.HandReason.CONFIG_MAP_EXISTS)
@@ -249,10 +275,10 @@ async def hand(
         },
     }
     try:
-        await client.create_service(namespace=attempt.namespace, body=service)
+        await services.create(namespace=attempt.namespace, body=service)
     except errors.AlreadyExists:
         existing = await _read_quietly(
-            client.read_service, namespace=attempt.namespace, name=service["metadata"]["name"]
+            services.read, namespace=attempt.namespace, name=service["metadata"]["name"]
         )
         if not _owned_by(existing, pod=pod):
             return Refusal(reason=records.HandReason.TERMINAL_REFUSED)
@@ -386,7 +412,7 @@ async def _remove_as_read(
     """One read, judgement and delete: the Removal, or (the Pod changed since it was read) the
     capture this try stored, if any, or None."""
     try:
-        pod = await runtime.pods.read(namespace=attempt.namespace, name=attempt.pod_name)
+        pod = await runtime.cluster.pods.read(namespace=attempt.namespace, name=attempt.pod_name)
     except errors.ApiError as e:
         return Removal(removed=False, why=f"the pod could not be re-read: {e}")
     if pod is None:
@@ -487,16 +513,14 @@ async def _delete(
 ) -> Removal | None:
     """Delete the Pod by its pinned UID as it was read (``resource_version``); a 404 is believed
     only when a list agrees. None when the Pod changed since it was read (it is judged again)."""
-    client = runtime.pods
+    client = runtime.cluster.pods
     try:
         await client.delete(
             namespace=attempt.namespace, name=attempt.pod_name, uid=uid, resource_version=resource_version
         )
     except errors.NotFound:
         try:
-            listed = await client.still_listed(
-                plural="pods", namespace=attempt.namespace, name=attempt.pod_name, uid=uid
-            )
+            listed = await client.still_listed(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
         except errors.ApiError as e:
             return Removal(removed=False, why=f"the delete answered 404 and the list failed: {e}")
         if listed:
@@ -517,16 +541,20 @@ async def launch(
     execution: resources.ExecutionSpec,
     notify: events.Events,
     guard: model.Guard | None = None,
+    credential: str | None = None,
 ) -> Launched:
-    """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused."""
+    """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused.
+    ``credential`` is the swarm's Redis credential Secret the Pod mounts (None: none)."""
     pod = await ensure_pod(
-        client=runtime.pods,
+        pods=runtime.cluster.pods,
         attempt=attempt,
         worker=swarm.worker,
         startup_deadline_seconds=runtime.startup_deadline_seconds,
+        credential=credential,
     )
     refusal = await hand(
-        client=runtime.pods,
+        config_maps=runtime.cluster.config_maps,
+        services=runtime.cluster.services,
         attempt=attempt,
         pod=pod,
         swarm=swarm,

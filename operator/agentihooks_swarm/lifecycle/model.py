@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from agentihooks_swarm import errors, metrics as metrics_, records
 from agentihooks_swarm.capture import diagnostics
-from agentihooks_swarm.kubernetes import event_index, labels, pods
+from agentihooks_swarm.kubernetes import clients, event_index, labels
 
 
 class Phase(enum.StrEnum):
@@ -75,7 +75,8 @@ class Recorder(Protocol):
 class Runtime:
     """The collaborators of the launch and cleanup paths."""
 
-    pods: pods.PodClient
+    #: The Kubernetes clients (Pods, their ConfigMaps and Services, Swarms, Executions, Events).
+    cluster: clients.Clients
     #: Where launch captures go. None means refused Pods are kept (the spec's "no recorder").
     recorder: Recorder | None
     metrics: metrics_.Metrics
@@ -94,8 +95,8 @@ class Runtime:
     def reader(self) -> diagnostics.Reader:
         """What a capture reads a Pod's logs and Events from."""
         if self.events is None:
-            return self.pods
-        return event_index.IndexedReader(client=self.pods, index=self.events)
+            return self.cluster.pods
+        return event_index.IndexedReader(client=self.cluster.pods, index=self.events)
 
 
 class Guard(Protocol):

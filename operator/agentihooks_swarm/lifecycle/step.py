@@ -208,9 +208,7 @@ class Lifecycle:
         to launch with."""
         tracked = work.tracked
         try:
-            found = await self.runtime.pods.read_custom(
-                namespace=tracked.namespace, plural="swarms", name=tracked.swarm
-            )
+            found = await self.runtime.cluster.swarms.read(namespace=tracked.namespace, name=tracked.swarm)
         except errors.ApiError as e:
             logger.warning("Could not read Swarm %s/%s, retrying: %s", tracked.namespace, tracked.swarm, e)
             work.retry_after = LAUNCH_RETRY
@@ -270,9 +268,8 @@ class Lifecycle:
         if FINALIZER in tracked.finalizers:
             return True
         try:
-            after = await self.runtime.pods.patch_custom(
+            after = await self.runtime.cluster.executions.patch(
                 namespace=tracked.namespace,
-                plural="executions",
                 name=tracked.name,
                 body={
                     "metadata": {
@@ -499,9 +496,8 @@ class Lifecycle:
         after: Mapping[str, Any] | None = None
         if work.patch:
             try:
-                after = await self.runtime.pods.patch_custom_status(
+                after = await self.runtime.cluster.executions.patch_status(
                     namespace=tracked.namespace,
-                    plural="executions",
                     name=tracked.name,
                     uid=tracked.uid,
                     status=work.patch,
@@ -514,7 +510,10 @@ class Lifecycle:
         if work.release:
             after = await self._release(work, after) or after
         await events.post(
-            client=self.runtime.pods, involved=tracked.reference(), notes=work.notes, instance=self.instance
+            client=self.runtime.cluster.events,
+            involved=tracked.reference(),
+            notes=work.notes,
+            instance=self.instance,
         )
         return after
 
@@ -529,9 +528,8 @@ class Lifecycle:
             return None
         self.guard.check(before=f"removing the finalizer of {tracked.name}")
         try:
-            released = await self.runtime.pods.patch_custom(
+            released = await self.runtime.cluster.executions.patch(
                 namespace=tracked.namespace,
-                plural="executions",
                 name=tracked.name,
                 body={
                     "metadata": {

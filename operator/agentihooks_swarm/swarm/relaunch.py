@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from agentihooks_swarm.kubernetes import pods
+from agentihooks_swarm.kubernetes import custom
 from agentihooks_swarm.lifecycle import status
 
 
-async def after_swarm_change(*, client: pods.PodClient, namespace: str, swarm: dict[str, Any]) -> list[str]:
+async def after_swarm_change(
+    *, executions: custom.CustomClient, namespace: str, swarm: dict[str, Any]
+) -> list[str]:
     """Annotate the Executions whose Pod was refused for an older version of ``swarm``.
 
     The annotation is a change the operator's watch sees, so each of them gets one launch with the
@@ -23,7 +25,7 @@ async def after_swarm_change(*, client: pods.PodClient, namespace: str, swarm: d
     name = (swarm.get("metadata") or {}).get("name")
     stamp = status.swarm_stamp(swarm)
     nudged = []
-    async for execution in _invalid_executions(client=client, namespace=namespace):
+    async for execution in _invalid_executions(executions=executions, namespace=namespace):
         if (execution.get("spec") or {}).get("swarm") != name:
             continue
         if not status.stale_rejection(execution.get("status") or {}, swarm_stamp=stamp):
@@ -31,9 +33,8 @@ async def after_swarm_change(*, client: pods.PodClient, namespace: str, swarm: d
         metadata = execution.get("metadata") or {}
         if (metadata.get("annotations") or {}).get(status.RELAUNCH_ANNOTATION) == stamp:
             continue
-        await client.annotate_custom(
+        await executions.annotate(
             namespace=namespace,
-            plural="executions",
             name=metadata["name"],
             annotations={status.RELAUNCH_ANNOTATION: stamp},
         )
@@ -45,15 +46,16 @@ async def after_swarm_change(*, client: pods.PodClient, namespace: str, swarm: d
 INVALID_PAGE: Final = 500
 
 
-async def _invalid_executions(*, client: pods.PodClient, namespace: str) -> AsyncIterator[dict[str, Any]]:
+async def _invalid_executions(
+    *, executions: custom.CustomClient, namespace: str
+) -> AsyncIterator[dict[str, Any]]:
     """The namespace's Invalid Executions (the only ones a Swarm change may relaunch), page by page.
 
     Selected by the API server on ``status.phase`` (a selectable field of the CRD): a namespace
     with 20,000 Done Executions is not read whole on every Swarm change.
     """
-    async for page in client.list_custom_pages(
+    async for page in executions.list_pages(
         namespace=namespace,
-        plural="executions",
         field_selector=f"status.phase={status.INVALID}",
         limit=INVALID_PAGE,
     ):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from agentihooks_swarm import errors, metrics as metrics_, records, resources
-from agentihooks_swarm.kubernetes import pods
+from agentihooks_swarm.kubernetes import clients
 from agentihooks_swarm.lifecycle import budget, events, status as status_
 from agentihooks_swarm.storage import operations
 
@@ -67,7 +67,7 @@ def degraded(state: records.BudgetState | None) -> status_.Condition:
 
 @dataclasses.dataclass(kw_only=True)
 class SwarmStatus:
-    client: pods.PodClient
+    cluster: clients.Clients
     store: operations.AsyncStore
     metrics: metrics_.Metrics
     namespace: str | None
@@ -85,8 +85,8 @@ class SwarmStatus:
 
     async def refresh_all(self) -> None:
         try:
-            async for page in self.client.list_custom_pages(
-                namespace=self.namespace, plural="swarms", field_selector="", limit=PAGE
+            async for page in self.cluster.swarms.list_pages(
+                namespace=self.namespace, field_selector="", limit=PAGE
             ):
                 for swarm in page.get("items") or []:
                     await self.refresh(swarm)
@@ -151,9 +151,8 @@ class SwarmStatus:
 
     async def _patch(self, swarm: Mapping[str, Any], patch: dict[str, Any]) -> None:
         metadata = swarm.get("metadata") or {}
-        await self.client.patch_custom_status(
+        await self.cluster.swarms.patch_status(
             namespace=str(metadata.get("namespace") or ""),
-            plural="swarms",
             name=str(metadata.get("name") or ""),
             uid=str(metadata.get("uid")),
             status=patch,
@@ -168,7 +167,7 @@ class SwarmStatus:
             "namespace": str(metadata.get("namespace") or ""),
             "uid": str(metadata.get("uid")),
         }
-        await events.post(client=self.client, involved=involved, notes=notes, instance=self.instance)
+        await events.post(client=self.cluster.events, involved=involved, notes=notes, instance=self.instance)
 
     async def _budget(
         self, *, slug: str, spec: resources.SwarmSpec, swarm: Mapping[str, Any]

@@ -1,0 +1,89 @@
+"""A core/v1 kind in a namespace: read, create, list, delete by UID. ConfigMaps and Services of a
+worker are clients of this class; the Pod client (:mod:`.pods`) builds on it."""
+
+from __future__ import annotations
+
+import builtins
+
+from agentihooks_swarm import errors
+from agentihooks_swarm.kubernetes import transport as transport_
+
+Object = transport_.Object
+
+
+def core_path(namespace: str | None, plural: str) -> str:
+    """The path of a core/v1 kind's objects, in one namespace or (None) in all."""
+    return f"/api/v1/namespaces/{namespace}/{plural}" if namespace else f"/api/v1/{plural}"
+
+
+class CoreClient:
+    """One core/v1 kind (``plural``: ``configmaps``, ``services``, ``pods``), errors sorted by status."""
+
+    def __init__(self, *, transport: transport_.Transport, plural: str) -> None:
+        self.transport = transport
+        self.plural = plural
+        self._singular = plural[:-1]
+
+    async def read(self, *, namespace: str, name: str) -> Object | None:
+        """The object as the API server has it now, or None if there is none."""
+        try:
+            return await self.transport.json(
+                "GET",
+                f"{core_path(namespace, self.plural)}/{name}",
+                what=f"read {self._singular} {namespace}/{name}",
+            )
+        except errors.NotFound:
+            return None
+
+    async def create(self, *, namespace: str, body: Object) -> Object:
+        return await self.transport.json(
+            "POST",
+            core_path(namespace, self.plural),
+            body=body,
+            what=f"create {self._singular} {namespace}/{body['metadata']['name']}",
+        )
+
+    async def list(self, *, namespace: str, selector: str) -> builtins.list[Object]:
+        """The objects by label selector."""
+        return await self._list(namespace=namespace, selector=selector, name=None)
+
+    async def still_listed(self, *, namespace: str, name: str, uid: str) -> bool:
+        """Whether a list by name still shows this UID: the second opinion on a 404 or a 409."""
+        items = await self._list(namespace=namespace, selector=None, name=name)
+        return any((item.get("metadata") or {}).get("uid") == uid for item in items)
+
+    async def _list(self, *, namespace: str, selector: str | None, name: str | None) -> builtins.list[Object]:
+        query = []
+        if selector is not None:
+            query.append(("labelSelector", selector))
+        if name is not None:
+            query.append(("fieldSelector", f"metadata.name={name}"))
+        found = await self.transport.json(
+            "GET",
+            core_path(namespace, self.plural),
+            query=query,
+            what=f"list {self.plural} {namespace} {selector or ''}{name or ''}",
+        )
+        items: builtins.list[Object] = found.get("items") or []
+        return items
+
+    async def delete(
+        self, *, namespace: str, name: str, uid: str, resource_version: str | None = None
+    ) -> None:
+        """Delete the object only if it still has this UID and (given) this resourceVersion: the
+        object as it was read, not one that changed since (409 → PreconditionFailed, 404 → NotFound)."""
+        preconditions = (
+            {"uid": uid} if resource_version is None else {"uid": uid, "resourceVersion": resource_version}
+        )
+        body: Object = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": preconditions,
+            "propagationPolicy": "Background",
+        }
+        await self.transport.send(
+            "DELETE",
+            f"{core_path(namespace, self.plural)}/{name}",
+            body=body,
+            what=f"delete {self._singular} {namespace}/{name} uid={uid}",
+        )

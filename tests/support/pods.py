@@ -112,6 +112,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -120,7 +121,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Literal, TypedDict, Unpack, cast
+from typing import Any, Final, Literal, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -139,6 +140,9 @@ POD_REASON: Final = PREFIX + "pod-reason"
 POD_MESSAGE: Final = PREFIX + "pod-message"
 WAITING_REASON: Final = PREFIX + "waiting-reason"
 WAITING_MESSAGE: Final = PREFIX + "waiting-message"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 WORKER_IMAGE: Final = "registry.invalid/agentihooks-swarm/worker:test"
 Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -315,7 +319,12 @@ def plant_log_blocking(
     first_timestamp: datetime | None = None,
     timeout: float = 30.0,
 ) -> Path:
-    """Blocking form of ``plant_log``."""
+    """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` (raw bytes).
+
+    Works before the Pod exists and for any Pod of that name; planting again replaces the log.
+    Returns once kwok serves it. ``first_timestamp`` is the first line's timestamp (default:
+    now); each further line is 1 ms later. :func:`plant_log` is the same, awaited.
+    """
     path = _logs_path(cluster, namespace=namespace, pod=pod, container=container)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = cri_log(
@@ -334,34 +343,17 @@ def plant_log_blocking(
     return path
 
 
-async def plant_log(
-    *,
-    cluster: ControlPlane,
-    namespace: str,
-    pod: str,
-    container: str,
-    content: bytes,
-    stream: Literal["stdout", "stderr"] = "stdout",
-    first_timestamp: datetime | None = None,
-    timeout: float = 30.0,
-) -> Path:
-    """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` (raw bytes).
+def _awaited(blocking: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """``blocking`` for async code: the same call in a worker thread, so the loop runs on."""
 
-    Works before the Pod exists and for any Pod of that name; planting again replaces the log.
-    Returns once kwok serves it. ``first_timestamp`` is the first line's timestamp (default:
-    now); each further line is 1 ms later.
-    """
-    return await asyncio.to_thread(
-        plant_log_blocking,
-        cluster=cluster,
-        namespace=namespace,
-        pod=pod,
-        container=container,
-        content=content,
-        stream=stream,
-        first_timestamp=first_timestamp,
-        timeout=timeout,
-    )
+    @functools.wraps(blocking)
+    async def awaited(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(blocking, *args, **kwargs)
+
+    return awaited
+
+
+plant_log = _awaited(plant_log_blocking)
 
 
 def _logs_objects(namespace: str, pod: str = "") -> str:
@@ -543,7 +535,15 @@ def plant_shared_log_blocking(
     timeout: float = 120.0,
     share: str = "shared",
 ) -> Path:
-    """Blocking form of ``plant_shared_log``."""
+    """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` for every one of ``pods``.
+
+    The content is written once, to one file, and every Pod's ``Logs`` object points at it, so
+    thousands of Pods cost one file and one small object each, created ``parallelism`` at a time
+    (``plant_log`` writes a file per Pod and waits for each in turn). Works before the Pods exist,
+    like ``plant_log``; the other containers of these Pods print nothing. Returns once kwok serves
+    the content for every one of them. Pods planted with another ``share`` serve another file.
+    :func:`plant_shared_log` is the same, awaited.
+    """
     if not pods:
         raise ValueError("plant_shared_log needs at least one Pod name")
     path = cluster.pod_logs_dir / namespace / f".{share}-{container}.log"
@@ -588,33 +588,4 @@ def plant_shared_log_blocking(
     return path
 
 
-async def plant_shared_log(
-    *,
-    cluster: ControlPlane,
-    namespace: str,
-    pods: Sequence[str],
-    container: str,
-    content: bytes,
-    parallelism: int = 8,
-    timeout: float = 120.0,
-    share: str = "shared",
-) -> Path:
-    """Make ``GET pods/{pod}/log?container={container}`` answer ``content`` for every one of ``pods``.
-
-    The content is written once, to one file, and every Pod's ``Logs`` object points at it, so
-    thousands of Pods cost one file and one small object each, created ``parallelism`` at a time
-    (``plant_log`` writes a file per Pod and waits for each in turn). Works before the Pods exist,
-    like ``plant_log``; the other containers of these Pods print nothing. Returns once kwok serves
-    the content for every one of them. Pods planted with another ``share`` serve another file.
-    """
-    return await asyncio.to_thread(
-        plant_shared_log_blocking,
-        cluster=cluster,
-        namespace=namespace,
-        pods=pods,
-        container=container,
-        content=content,
-        parallelism=parallelism,
-        timeout=timeout,
-        share=share,
-    )
+plant_shared_log = _awaited(plant_shared_log_blocking)

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple, NotRequired, Self, TypedDict, Unpack
 from urllib.parse import unquote
 
 import aiohttp
@@ -149,6 +149,26 @@ WATCH_QUERY: re.Pattern[str] = re.compile(r"(^|&)watch=(true|1)(&|$)", re.IGNORE
 """Matches the query of a watch request (kubernetes-asyncio sends ``watch=True``, kopf ``watch=true``)."""
 
 # -- rules and records ----------------------------------------------------------------------------
+
+
+class Matched(TypedDict):
+    """Which requests a rule of :meth:`FaultProxy.fail`, ``delay``, ``hang`` or ``reset`` takes:
+    ``path`` (a full match), ``method`` (any when unset), ``query`` (a search), for the next
+    ``times`` of them (1 when unset; None: all of them)."""
+
+    path: str | re.Pattern[str]
+    method: NotRequired[str | None]
+    query: NotRequired[str | re.Pattern[str] | None]
+    times: NotRequired[int | None]
+
+
+class Wanted(TypedDict, total=False):
+    """Which recorded requests: ``method`` (any when unset), ``path`` (a full match), ``query``
+    (a search)."""
+
+    method: str | None
+    path: str | re.Pattern[str] | None
+    query: str | re.Pattern[str] | None
 
 
 class Call(NamedTuple):
@@ -565,55 +585,36 @@ class FaultProxy:
         self,
         *,
         status: int,
-        path: str | re.Pattern[str],
-        method: str | None = None,
-        query: str | re.Pattern[str] | None = None,
-        times: int | None = 1,
         reason: str | None = None,
         message: str | None = None,
         retry_after: int | None = 1,
+        **matched: Unpack[Matched],
     ) -> Rule:
         """Answer matching requests with a Kubernetes Status error."""
-        action = Respond(status=status, reason=reason, message=message, retry_after=retry_after)
-        return self.add_rule(method=method, path=path, query=query, times=times, action=action)
+        return self._add(
+            Respond(status=status, reason=reason, message=message, retry_after=retry_after), matched
+        )
 
-    def delay(
-        self,
-        *,
-        seconds: float,
-        path: str | re.Pattern[str],
-        method: str | None = None,
-        query: str | re.Pattern[str] | None = None,
-        times: int | None = 1,
-        after_forward: bool = False,
-    ) -> Rule:
+    def delay(self, *, seconds: float, after_forward: bool = False, **matched: Unpack[Matched]) -> Rule:
         """Forward matching requests ``seconds`` late (or their response, with ``after_forward``)."""
-        action = Delay(seconds=seconds, after_forward=after_forward)
-        return self.add_rule(method=method, path=path, query=query, times=times, action=action)
+        return self._add(Delay(seconds=seconds, after_forward=after_forward), matched)
 
-    def hang(
-        self,
-        *,
-        path: str | re.Pattern[str],
-        method: str | None = None,
-        query: str | re.Pattern[str] | None = None,
-        times: int | None = 1,
-    ) -> Rule:
+    def hang(self, **matched: Unpack[Matched]) -> Rule:
         """Never answer matching requests."""
-        return self.add_rule(method=method, path=path, query=query, times=times, action=Hang())
+        return self._add(Hang(), matched)
 
-    def reset(
-        self,
-        *,
-        path: str | re.Pattern[str],
-        method: str | None = None,
-        query: str | re.Pattern[str] | None = None,
-        times: int | None = 1,
-        after_forward: bool = False,
-    ) -> Rule:
+    def reset(self, *, after_forward: bool = False, **matched: Unpack[Matched]) -> Rule:
         """Abort the connection of matching requests (after the upstream ran it, with ``after_forward``)."""
-        action = Reset(after_forward=after_forward)
-        return self.add_rule(method=method, path=path, query=query, times=times, action=action)
+        return self._add(Reset(after_forward=after_forward), matched)
+
+    def _add(self, action: Action, matched: Matched) -> Rule:
+        return self.add_rule(
+            method=matched.get("method"),
+            path=matched["path"],
+            query=matched.get("query"),
+            times=matched.get("times", 1),
+            action=action,
+        )
 
     def remove_rule(self, rule: Rule) -> None:
         with self._lock, contextlib.suppress(ValueError):
@@ -646,30 +647,19 @@ class FaultProxy:
         with self._lock:
             return list(self._calls)
 
-    def count(
-        self,
-        *,
-        method: str | None = None,
-        path: str | re.Pattern[str] | None = None,
-        query: str | re.Pattern[str] | None = None,
-    ) -> int:
-        """How many recorded requests match (path: fullmatch; query: search; None: any)."""
-        return len(self.matching_calls(method=method, path=path, query=query))
+    def count(self, **wanted: Unpack[Wanted]) -> int:
+        """How many recorded requests match (path: fullmatch; query: search; unset: any)."""
+        return len(self.matching_calls(**wanted))
 
-    def matching_calls(
-        self,
-        *,
-        method: str | None = None,
-        path: str | re.Pattern[str] | None = None,
-        query: str | re.Pattern[str] | None = None,
-    ) -> list[Call]:
+    def matching_calls(self, **wanted: Unpack[Wanted]) -> list[Call]:
+        path, query, method = wanted.get("path"), wanted.get("query"), wanted.get("method")
         path_re = _compile(path) if path is not None else None
         query_re = _compile(query) if query is not None else None
-        wanted = method.upper() if method is not None else None
+        method = method.upper() if method is not None else None
         return [
             call
             for call in self.calls()
-            if (wanted is None or call.method == wanted)
+            if (method is None or call.method == method)
             and (path_re is None or path_re.fullmatch(call.path) is not None)
             and (query_re is None or query_re.search(call.query) is not None)
         ]
@@ -679,63 +669,37 @@ class FaultProxy:
             self._calls.clear()
 
     async def wait_for_count(
-        self,
-        *,
-        at_least: int = 1,
-        method: str | None = None,
-        path: str | re.Pattern[str] | None = None,
-        query: str | re.Pattern[str] | None = None,
-        timeout: float = 10.0,
-        interval: float = 0.02,
+        self, *, at_least: int = 1, timeout: float = 10.0, interval: float = 0.02, **wanted: Unpack[Wanted]
     ) -> int:
         """Poll (without blocking the loop) until ``count(...) >= at_least``; TimeoutError otherwise."""
         deadline = time.monotonic() + timeout
         while True:
-            seen = self._reached(
-                at_least=at_least, method=method, path=path, query=query, deadline=deadline, timeout=timeout
-            )
+            seen = self._reached(at_least=at_least, deadline=deadline, timeout=timeout, wanted=wanted)
             if seen is not None:
                 return seen
             await asyncio.sleep(interval)
 
     def wait_for_count_blocking(
-        self,
-        *,
-        at_least: int = 1,
-        method: str | None = None,
-        path: str | re.Pattern[str] | None = None,
-        query: str | re.Pattern[str] | None = None,
-        timeout: float = 10.0,
-        interval: float = 0.02,
+        self, *, at_least: int = 1, timeout: float = 10.0, interval: float = 0.02, **wanted: Unpack[Wanted]
     ) -> int:
         """Same as :meth:`wait_for_count` for sync code (proxy running in its own thread)."""
         deadline = time.monotonic() + timeout
-        while True:
-            seen = self._reached(
-                at_least=at_least, method=method, path=path, query=query, deadline=deadline, timeout=timeout
-            )
-            if seen is not None:
-                return seen
+        while (
+            seen := self._reached(at_least=at_least, deadline=deadline, timeout=timeout, wanted=wanted)
+        ) is None:
             time.sleep(interval)
+        return seen
 
-    def _reached(
-        self,
-        *,
-        at_least: int,
-        method: str | None,
-        path: str | re.Pattern[str] | None,
-        query: str | re.Pattern[str] | None,
-        deadline: float,
-        timeout: float,
-    ) -> int | None:
+    def _reached(self, *, at_least: int, deadline: float, timeout: float, wanted: Wanted) -> int | None:
         """The count once it is ``at_least``; None while it may still get there; TimeoutError after
         ``deadline``."""
-        seen = self.count(method=method, path=path, query=query)
+        seen = self.count(**wanted)
         if seen >= at_least:
             return seen
         if time.monotonic() >= deadline:
             raise TimeoutError(
-                f"saw {seen} < {at_least} calls matching method={method} path={path} query={query} "
+                f"saw {seen} < {at_least} calls matching method={wanted.get('method')} "
+                f"path={wanted.get('path')} query={wanted.get('query')} "
                 f"within {timeout}s; calls: {self.calls()[-20:]}"
             )
         return None

@@ -383,14 +383,22 @@ def _metrics(port: int) -> str:
 
 def restores(text: str) -> tuple[dict[str, float], dict[str, float]]:
     """``(restored by record, skipped by reason)`` from a ``/metrics`` text (empty when absent)."""
-    restored: dict[str, float] = {}
-    skipped: dict[str, float] = {}
+    return _two_families(text, _RESTORES, first=lambda family: family == "restored")
+
+
+def _two_families(
+    text: str, sample: re.Pattern[str], *, first: Callable[[str], bool]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The samples ``sample`` matches (its groups: family, label, value) by label, those of the
+    families ``first`` picks apart from the others'."""
+    picked: dict[str, float] = {}
+    others: dict[str, float] = {}
     for line in text.splitlines():
-        match = _RESTORES.match(line.strip())
+        match = sample.match(line.strip())
         if match:
             family, label, value = match.groups()
-            (restored if family == "restored" else skipped)[label] = float(value)
-    return restored, skipped
+            (picked if first(family) else others)[label] = float(value)
+    return picked, others
 
 
 def restores_logged(path: Path, *, replica: str, wall_offset: float) -> list[Restore]:
@@ -422,13 +430,7 @@ def restores_logged(path: Path, *, replica: str, wall_offset: float) -> list[Res
 
 def tasks(text: str) -> tuple[dict[str, float], dict[str, float]] | None:
     """``(task_up, task_restarts)`` from a ``/metrics`` text; None when neither family exists."""
-    up: dict[str, float] = {}
-    restarts: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line.strip())
-        if match:
-            family, task, value = match.groups()
-            (up if family.endswith("_up") else restarts)[task] = float(value)
+    up, restarts = _two_families(text, _SAMPLE, first=lambda family: family.endswith("_up"))
     if not up and not restarts:
         return None
     return up, restarts

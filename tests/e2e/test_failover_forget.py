@@ -20,15 +20,12 @@ import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
-from tests.support import builders, commands, planting, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
+from tests.support import commands, planting, pods, watching
+from tests.support.fixtures_scene import Scene
 from tests.support.marked_workers import (
     PREFIX,
     SLUG,
     assert_one_capture_of_its_own,
-    delete_execution,
-    executions_left,
     fail_worker,
     journal_entries,
     plant_marker,
@@ -36,7 +33,6 @@ from tests.support.marked_workers import (
 )
 from tests.support.operator_process import OperatorProcess
 from tests.support.redis_server import RedisServer
-from tests.support.watching import status_of, wait_done
 
 #: How long the new worker runs on after Redis answers again. The primary watch looks once a
 #: second and restores at its first look that finds the new replication id; a running worker's
@@ -82,90 +78,79 @@ async def records_of(url: str, execution: str) -> dict[str, Any]:
 
 
 async def not_done_while_it_runs(
-    api: client.ApiClient,
-    url: str,
-    *,
-    namespace: str,
-    name: str,
-    pod: str,
-    process: OperatorProcess,
-    seconds: float,
+    scene: Scene, *, name: str, pod: str, process: OperatorProcess, seconds: float
 ) -> None:
     """For ``seconds``: the worker Pod is there and its Execution is not ``Done``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        status = await status_of(api, namespace, name)
+        status = await scene.status(name)
         if status.get("phase") == "Done":
-            held = await records_of(url, name)
+            held = await records_of(scene.redis_url, name)
             raise AssertionError(
                 f"{name} went Done while its worker {pod} was still running (never failed, never "
                 f"captured): status {status}; its records in Redis now: {held}"
             )
-        assert await watching.pod_exists(api, namespace=namespace, name=pod), f"{pod} went while running"
+        assert await watching.pod_exists(scene.api, namespace=scene.namespace, name=pod), (
+            f"{pod} went while running"
+        )
         assert process.running, f"the operator died:\n{process.tail()}"
         await asyncio.sleep(0.1)
 
 
-async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_worker_runs(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    aof_redis_server: RedisServer,
-) -> None:
-    name = "forgotten"
-    process = operator(
-        kubeconfig=control_plane.kubeconfig,
-        namespace=namespace,
-        env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"},
-    )
-    running = pods.protocol_annotations(phase="Running")
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=running))
-
-    # The first life: its worker refused at startup (adopted Failed), its hand refused, its Pod
-    # captured at launch and removed; Done, with its records retained.
+async def first_life(scene: Scene, *, name: str, process: OperatorProcess) -> tuple[str, str]:
+    """The first life: its worker refused at startup (adopted Failed), its hand refused, its Pod
+    captured at launch and removed; Done, with its records retained. Its Pod's name and UID."""
     old_pod = await planting.plant_refused_worker(
-        admin_api, control_plane, namespace=namespace, slug=SLUG, execution=name
+        scene.api, scene.cluster, namespace=scene.namespace, slug=SLUG, execution=name
     )
-    await watching.create(
-        admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
-    )
-    first = await wait_done(admin_api, namespace, name, process)
+    await scene.execution(name=name, swarm=SLUG, project="outside")
+    first = await scene.until_phase(name, "Done", process=process)
     assert first["outcome"] == "refused", first
-    old = await records_of(redis_url, name)
-    old_uid = old[store_.STARTUP_DIAGNOSTICS]["uid"]
+    old = await records_of(scene.redis_url, name)
     assert old[store_.STARTUP_DIAGNOSTICS]["startup"]["containers"][0]["log"].endswith(
         planting.PLANTED.decode()
     )
     assert store_.RETAINED in old, old
+    return old_pod, str(old[store_.STARTUP_DIAGNOSTICS]["uid"])
 
-    # The user deletes it, frees its name and applies it again.
-    await delete_execution(admin_api, namespace, name)
 
-    async def gone() -> bool:
-        return name not in await executions_left(admin_api, namespace)
-
-    await watching.eventually(gone, what="the first Execution gone", operator=process, timeout=60)
+async def forget(scene: Scene, *, name: str, process: OperatorProcess) -> None:
+    """The user deletes the Execution and frees its name."""
+    await scene.delete(name)
+    await scene.until_gone(name, process=process)
     freed = commands.records_forget(
-        slug=SLUG, execution=name, redis_url=redis_url, kubeconfig=control_plane.kubeconfig
+        slug=SLUG, execution=name, redis_url=scene.redis_url, kubeconfig=scene.cluster.kubeconfig
     )
     assert freed.returncode == 0 and "the name is free" in freed.stdout, freed
-    assert await records_of(redis_url, name) == {}
+    assert await records_of(scene.redis_url, name) == {}
 
-    pod = await plant_marker(control_plane, namespace=namespace, execution=name)
-    assert pod == old_pod  # The same name, generation 1: the same Pod name, another Pod.
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
+
+async def second_life(scene: Scene, *, name: str, process: OperatorProcess) -> tuple[str, str]:
+    """The name applied again: its new worker handed and Running. Its Pod's name and UID."""
+    pod = await plant_marker(scene.cluster, namespace=scene.namespace, execution=name)
+    await scene.execution(name=name, swarm=SLUG)
 
     async def handed() -> bool:
-        return bool(((await status_of(admin_api, namespace, name)).get("hand") or {}).get("handed"))
+        return bool(((await scene.status(name)).get("hand") or {}).get("handed"))
 
-    await watching.eventually(handed, what="the new worker handed", operator=process, timeout=60)
-    await pods.wait_for_phase(admin_api, namespace=namespace, name=pod, phase="Running", timeout=60)
-    read: Any = await client.CoreV1Api(admin_api).read_namespaced_pod(pod, namespace)
-    new_uid = read.metadata.uid
+    await scene.until(handed, what="the new worker handed", process=process, timeout=60)
+    await pods.wait_for_phase(scene.api, namespace=scene.namespace, name=pod, phase="Running", timeout=60)
+    read: Any = await client.CoreV1Api(scene.api).read_namespaced_pod(pod, scene.namespace)
+    return pod, str(read.metadata.uid)
+
+
+async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_worker_runs(
+    scene: Scene, aof_redis_server: RedisServer
+) -> None:
+    name, redis_url = "forgotten", scene.redis_url
+    process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"})
+    await scene.swarm(name=SLUG, annotations=pods.protocol_annotations(phase="Running"))
+    old_pod, old_uid = await first_life(scene, name=name, process=process)
+    await forget(scene, name=name, process=process)
+    pod, new_uid = await second_life(scene, name=name, process=process)
+    assert pod == old_pod  # The same name, generation 1: the same Pod name, another Pod.
     assert new_uid != old_uid
-    second_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
+    second_uid = (await scene.get(name))["metadata"]["uid"]
 
     # Redis restarts (a real stop and start, its data kept) while the new worker runs.
     before = await replication_id(redis_url)
@@ -173,20 +158,18 @@ async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_wor
     assert await replication_id(redis_url) != before  # What the operator's watch sees: a new primary.
     assert store_.OWNERS in await records_of(redis_url, name)  # The AOF kept the new life's writes.
 
-    await not_done_while_it_runs(
-        admin_api, redis_url, namespace=namespace, name=name, pod=pod, process=process, seconds=HOLD_SECONDS
-    )
+    await not_done_while_it_runs(scene, name=name, pod=pod, process=process, seconds=HOLD_SECONDS)
 
     # The new worker fails: it is captured and removed, and only then is its Execution Done.
-    await fail_worker(admin_api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
-    second = await wait_done(admin_api, namespace, name, process, timeout=90)
+    await fail_worker(scene.api, namespace=scene.namespace, pod=pod, exit_code=3, reason="Error")
+    second = await scene.until_phase(name, "Done", process=process, timeout=90)
     assert second["outcome"] == "failed", second
     assert second["cleanup"]["pods"] == {pod: "deleted"}, second
 
     async def removed() -> bool:
-        return await worker_pods(admin_api, namespace) == []
+        return await worker_pods(scene.api, scene.namespace) == []
 
-    await watching.eventually(removed, what="the new worker removed", operator=process, timeout=60)
+    await scene.until(removed, what="the new worker removed", process=process, timeout=60)
     held = await records_of(redis_url, name)
     retained: Any = held.get(store_.RETAINED)
     assert_one_capture_of_its_own(retained, execution=name, exit_code=3)

@@ -8,22 +8,14 @@ The scenarios are ``tests/support/scenarios.py``; their node side is played by a
 from __future__ import annotations
 
 import pytest
-from kubernetes_asyncio import client
 
 from tests.support import scenarios
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
+from tests.support.fixtures_scene import Scene
 from tests.support.never_started import play
 
 
 @pytest.mark.parametrize("scenario", scenarios.SCENARIOS, ids=[s.name for s in scenarios.SCENARIOS])
 async def test_a_worker_that_never_starts_ends_with_a_record_that_says_why(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    kubelet: scenarios.Kubelet,
-    scenario: scenarios.Scenario,
+    scene: Scene, kubelet: scenarios.Kubelet, scenario: scenarios.Scenario
 ) -> None:
-    await play(admin_api, control_plane, namespace, operator, redis_url, kubelet, scenario)
+    await play(scene.api, scene.cluster, scene.namespace, scene.operator, scene.redis_url, kubelet, scenario)

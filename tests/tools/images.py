@@ -3,13 +3,16 @@ Debian's packages; :mod:`tests.support.images` says how) and print ``REF TAR`` f
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from collections.abc import Sequence
 
 from tests.support import images
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m tests.tools.images", description=__doc__).parse_args(argv)
     started = time.monotonic()
     for ref, path in images.all_images().items():
         print(ref, path)

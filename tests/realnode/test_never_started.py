@@ -5,11 +5,9 @@ its class, and no Pod left behind — the kubelet, the scheduler and the kernel 
 from __future__ import annotations
 
 import pytest
-from kubernetes_asyncio import client
 
 from tests.support import scenarios
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
+from tests.support.fixtures_scene import Scene
 from tests.support.never_started import play
 
 REAL = [s for s in scenarios.SCENARIOS if s.name != "slow-pull"]
@@ -17,12 +15,6 @@ REAL = [s for s in scenarios.SCENARIOS if s.name != "slow-pull"]
 
 @pytest.mark.parametrize("scenario", REAL, ids=[s.name for s in REAL])
 async def test_a_real_worker_that_never_starts_ends_with_a_record_that_says_why(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-    kubelet: scenarios.Kubelet,
-    scenario: scenarios.Scenario,
+    scene: Scene, kubelet: scenarios.Kubelet, scenario: scenarios.Scenario
 ) -> None:
-    await play(admin_api, control_plane, namespace, operator, redis_url, kubelet, scenario)
+    await play(scene.api, scene.cluster, scene.namespace, scene.operator, scene.redis_url, kubelet, scenario)

@@ -3,6 +3,8 @@ the status a step writes, and ``run``'s namespace options."""
 
 from __future__ import annotations
 
+import dataclasses
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from agentihooks_swarm import __main__, records, settings
 from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.lifecycle import attempts, status
+from agentihooks_swarm.lifecycle import attempts, model, status
 from agentihooks_swarm.lifecycle.model import Phase, Progress
 
 KOPF = "kopf.zalando.org/KopfFinalizerMarker"
@@ -92,9 +94,27 @@ def test_what_needs_a_step() -> None:
     found.end()
     assert sorted(t.uid for t in found) == ["deleting", "deleting-kopfs", "running", "unlaunched"]
     assert sorted(woken) == sorted(t.uid for t in found)
-    # The spec is kept only until the launch: its task may be large.
-    assert found.get("unlaunched") is not None and found.get("unlaunched").spec is not None  # type: ignore[union-attr]
-    assert found.get("running").spec is None  # type: ignore[union-attr]
+
+
+def test_the_table_keeps_no_task_of_a_pending_execution() -> None:
+    """A task may be 1 MB, and thousands of Executions may wait to launch (Pending, Blocked): the
+    table keeps none of it; the step reads the spec at the launch."""
+    found, _ = table()
+    megabyte = "x" * 1_000_000
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for i in range(20):
+            body = execution(uid=f"pending-{i}", phase=None, hand=False)
+            body["spec"]["task"] = {"big": megabyte + str(i)}  # Each its own 1 MB, as a decoded body.
+            found.apply("ADDED", body)
+            del body
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(found) == 20
+    assert after - before < 1_000_000, f"{(after - before) / 1e6:.1f} MB kept for 20 pending Executions"
+    assert "spec" not in {f.name for f in dataclasses.fields(model.Tracked)}
 
 
 def test_an_invalid_execution_needs_a_step_once_it_changed() -> None:

@@ -77,7 +77,6 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
             return None
         if not status_.changed_since_launch(status, generation=generation, relaunch=relaunch):
             return None
-    launched = bool(status.get("hand"))
     return Tracked(
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or ""),
@@ -90,7 +89,6 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
         finalizers=finalizers,
         relaunch=relaunch if isinstance(relaunch, str) else None,
         status=status,
-        spec=None if launched else dict(spec),
     )
 
 

@@ -170,10 +170,9 @@ class Tracked:
     finalizers: tuple[str, ...] = ()
     #: The relaunch annotation's value, if any.
     relaunch: str | None = None
-    #: The status' own fields (not kopf's bookkeeping of an earlier version).
+    #: The status' own fields (not kopf's bookkeeping of an earlier version). No spec: its task may
+    #: be 1 MB, and a step reads the spec at the launch, the only time it needs it.
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    #: The spec, kept only while the Execution has not been launched (its task may be large).
-    spec: Mapping[str, Any] | None = None
 
     @property
     def attempt_number(self) -> int:

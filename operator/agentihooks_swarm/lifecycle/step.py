@@ -9,10 +9,11 @@ its Events. So there is one path for the status and one for the Events, whatever
 
 What a step does, by the Execution's state:
 
-* not launched: parse the spec, read the Swarm, put the operator's finalizer on the Execution
-  (so deleting it waits for cleanup), claim its name's records (:meth:`storage.operations.AsyncStore.claim`:
-  a name another Execution used is refused, ``NameInUse``), create or adopt the worker Pod, hand
-  it its grant (launch removal on a refused hand), record the hand;
+* not launched: read and parse the spec (the table keeps none), read the Swarm, put the operator's
+  finalizer on the Execution (so deleting it waits for cleanup), claim its name's records
+  (:meth:`storage.operations.AsyncStore.claim`: a name another Execution used is refused,
+  ``NameInUse``), create or adopt the worker Pod, hand it its grant (launch removal on a refused
+  hand), record the hand;
 * launched: :func:`attempts.advance` (final record, outcome, archive, final cleanup);
 * being deleted: the same, cancelled; once cleanup is done (or there was never a worker), the
   finalizer goes and the Execution with it.
@@ -158,8 +159,11 @@ class Lifecycle:
         known, recorded = await self._recorded(work)
         if not known or recorded is not None:
             return recorded
+        spec = await self._spec(work)
+        if spec is None:
+            return None
         try:
-            execution = resources.parse_execution(name=tracked.name, spec=tracked.spec or {})
+            execution = resources.parse_execution(name=tracked.name, spec=spec)
         except errors.InvalidResource as e:
             work.answer(status_.invalid_spec(str(e)), **work.observed())
             work.notes.warning(reason="InvalidSpec", message=str(e))
@@ -202,6 +206,23 @@ class Lifecycle:
             work.patch["waitingFor"] = attempts.WORKER_RUNNING
         status_.set_condition(work.patch, work.view.get("conditions"), status_.recorded())
         return True, hand
+
+    async def _spec(self, work: _Work) -> Mapping[str, Any] | None:
+        """The Execution's spec, read at its launch: the table keeps none (a task may be 1 MB, and
+        thousands may wait). None when it cannot be read now, or it is gone or another Execution
+        has its name (the watch brings that)."""
+        tracked = work.tracked
+        try:
+            found = await self.runtime.cluster.executions.read(namespace=tracked.namespace, name=tracked.name)
+        except errors.ApiError as e:
+            work.answer(status_.launch_failed(e, retry_seconds=LAUNCH_RETRY))
+            work.retry_after = LAUNCH_RETRY
+            return None
+        if found is None or (found.get("metadata") or {}).get("uid") != tracked.uid:
+            work.retry_after = CONFLICT_RETRY
+            return None
+        spec = found.get("spec")
+        return spec if isinstance(spec, Mapping) else {}
 
     async def _swarm(self, work: _Work) -> tuple[resources.SwarmSpec, str, dict[str, Any]] | None:
         """The Execution's Swarm, parsed, its stamp and the object itself; None when there is none

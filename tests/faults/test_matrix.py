@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 import pytest
@@ -41,10 +40,9 @@ from agentihooks_swarm.storage import operations
 from tests.faults.ledger import LEDGER
 from tests.support import pods
 from tests.support.cleanup_passes import run_pass
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
-from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod
-from tests.support.proxy import FaultProxy, Rule
+from tests.support.fixtures_rig import Rig
+from tests.support.planting import PLANTED, SLUG
+from tests.support.proxy import Rule
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -103,121 +101,98 @@ async def quick_store(redis_url: str) -> AsyncIterator[operations.AsyncStore]:
         yield opened
 
 
-def _api_rule(
-    proxy: FaultProxy, *, namespace: str, pod: str, step: str, fault: str, times: int | None
-) -> Rule:
-    base = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+def _api_rule(rig: Rig, *, pod: str, case: Case) -> Rule:
+    base = f"/api/v1/namespaces/{rig.namespace}/pods/{pod}"
     method, path = {
         "pod-read": ("GET", base),
         "log-read": ("GET", base + "/log"),
-        "events-read": ("GET", f"/api/v1/namespaces/{namespace}/events"),
+        "events-read": ("GET", f"/api/v1/namespaces/{rig.namespace}/events"),
         "delete": ("DELETE", base),
-    }[step]
-    if fault == "timeout":
-        return proxy.hang(method=method, path=path, times=times)
-    if fault == "reset":
-        return proxy.reset(method=method, path=path, times=times)
-    return proxy.fail(status=int(fault), method=method, path=path, times=times)
+    }[case.step]
+    return rig.fault(case.fault, method=method, path=path, times=case.times)
 
 
 @contextlib.contextmanager
 def _redis_fault(server: RedisServer, *, case: Case) -> Iterator[None]:
     admin = redis.Redis.from_url(server.url)
+
+    def acl(rule: str) -> Callable[[], None]:
+        return lambda: admin.execute_command("ACL", "SETUSER", "default", rule)  # type: ignore[no-untyped-call]
+
+    begin, end = {
+        "unavailable": (server.stop, server.start),
+        "slow": (server.freeze, server.thaw),
+    }.get(case.fault, (acl(f"-{REFUSED_COMMAND.get(case.step)}"), acl("+@all")))
     try:
-        if case.fault == "unavailable":
-            server.stop()
-        elif case.fault == "slow":
-            server.freeze()
-        else:
-            admin.execute_command("ACL", "SETUSER", "default", f"-{REFUSED_COMMAND[case.step]}")  # type: ignore[no-untyped-call]
+        begin()
         yield
     finally:
-        if case.fault == "unavailable":
-            server.start()
-        elif case.fault == "slow":
-            server.thaw()
-        else:
-            admin.execute_command("ACL", "SETUSER", "default", "+@all")  # type: ignore[no-untyped-call]
+        end()
         admin.close()
 
 
-def _forwarded_deletes(proxy: FaultProxy, *, pod_path: str, rules: list[Rule], case: Case) -> int:
-    sent = proxy.count(method="DELETE", path=pod_path)
+def _forwarded_deletes(rig: Rig, *, pod_path: str, rules: list[Rule], case: Case) -> int:
+    sent = rig.proxy.count(method="DELETE", path=pod_path)
     answered = sum(r.hits for r in rules if case.step == "delete")  # Answered by the proxy, not forwarded.
     return sent - answered
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-async def test_fault(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    proxy_kubeconfig: Path,
-    runtime_for: RuntimeFactory,
-    quick_store: operations.AsyncStore,
-    redis_server: RedisServer,
-    case: Case,
-) -> None:
-    LEDGER.cases += 1
-    attempt = attempt_for(namespace)
-    planted = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
-    uid = planted["metadata"]["uid"]
-    pod_path = f"/api/v1/namespaces/{namespace}/pods/{attempt.pod_name}"
-    store = quick_store
-    rules: list[Rule] = []
+@dataclasses.dataclass
+class Run:
+    """What one case did: the path under its fault, then final cleanup without faults."""
+
+    attempt: model.Attempt
+    pod_path: str
+    rules: list[Rule] = dataclasses.field(default_factory=list)
     removal: launch.Removal | None = None
     first_record: Any = None
-    async with runtime_for(proxy_kubeconfig, timeout=1.0) as runtime:
+    passes_failed: int = 0
+    cleanup_log_reads: int = 0
+
+
+async def _run(rig: Rig, store: operations.AsyncStore, server: RedisServer, *, case: Case) -> Run:
+    attempt = rig.attempt()
+    uid = (await rig.plant(attempt, exit_code=78, reason="Error"))["metadata"]["uid"]
+    run = Run(attempt=attempt, pod_path=f"/api/v1/namespaces/{rig.namespace}/pods/{attempt.pod_name}")
+    async with rig.runtime(timeout=1.0) as runtime:
         # 1. The path under the fault.
         if case.step in API_STEPS:
-            rules.append(
-                _api_rule(
-                    fault_proxy,
-                    namespace=namespace,
-                    pod=attempt.pod_name,
-                    step=case.step,
-                    fault=case.fault,
-                    times=case.times,
-                )
-            )
-        passes_failed = 0
+            run.rules.append(_api_rule(rig, pod=attempt.pod_name, case=case))
         if case.path == "launch":
-            if case.step in API_STEPS:
-                removal = await launch.remove_at_launch(
+            with _redis_fault(server, case=case) if case.step not in API_STEPS else contextlib.nullcontext():
+                run.removal = await launch.remove_at_launch(
                     runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected()
                 )
-            else:
-                with _redis_fault(redis_server, case=case):
-                    removal = await launch.remove_at_launch(
-                        runtime=runtime, attempt=attempt, uid=uid, notify=events.Collected()
-                    )
+            if case.step not in API_STEPS:
                 LEDGER.faults += 1
-            for rule in rules:
-                fault_proxy.remove_rule(rule)
-            first_record = await store.redis.hget(
+            for rule in run.rules:
+                rig.proxy.remove_rule(rule)
+            run.first_record = await store.redis.hget(
                 store.key(SLUG, "attempt-startup-diagnostics"), attempt.execution
             )
         else:
-            passes_failed += await _cleanup_until_done(
-                runtime, store, attempt, case=case, server=redis_server
-            )
-        LEDGER.faults += sum(r.hits for r in rules)
+            run.passes_failed += await _cleanup_until_done(runtime, store, attempt, case=case, server=server)
+        LEDGER.faults += sum(r.hits for r in run.rules)
 
         # 2. Final cleanup, without faults, to the end (launch removal may have kept the Pod).
-        fault_proxy.clear_rules()
-        log_reads_before = fault_proxy.count(path=pod_path + "/log")
+        rig.proxy.clear_rules()
+        log_reads_before = rig.proxy.count(path=run.pod_path + "/log")
         if case.path == "launch":
-            await _cleanup_until_done(runtime, store, attempt, case=None, server=redis_server)
-        cleanup_log_reads = fault_proxy.count(path=pod_path + "/log") - (
+            await _cleanup_until_done(runtime, store, attempt, case=None, server=server)
+        run.cleanup_log_reads = rig.proxy.count(path=run.pod_path + "/log") - (
             log_reads_before if case.path == "launch" else 0
         )
+    return run
 
-    # 3. The invariants.
-    where = case.id
-    journal = await store.redis.hget(store.key(SLUG, "cleanup-journal"), attempt.execution)
-    retained_raw = await store.redis.hget(store.key(SLUG, "attempt-retained"), attempt.execution)
-    launch_raw = await store.redis.hget(store.key(SLUG, "attempt-startup-diagnostics"), attempt.execution)
+
+async def _invariants(
+    rig: Rig, store: operations.AsyncStore, run: Run, *, case: Case
+) -> tuple[records.Retained | None, records.StartupRecord | None]:
+    """3. The invariants, counted in the ledger; the retained record and launch capture as stored."""
+    where, execution = case.id, run.attempt.execution
+    journal = await store.redis.hget(store.key(SLUG, "cleanup-journal"), execution)
+    retained_raw = await store.redis.hget(store.key(SLUG, "attempt-retained"), execution)
+    launch_raw = await store.redis.hget(store.key(SLUG, "attempt-startup-diagnostics"), execution)
     LEDGER.check(
         "journal cleared and retained present",
         journal is None and retained_raw is not None,
@@ -233,7 +208,7 @@ async def test_fault(
         LEDGER.check("records parse (none half-written)", False, case=where, detail=str(e))
     if parsed_ok:
         LEDGER.check("records parse (none half-written)", True, case=where)
-    gone = not await _exists(admin_api, namespace, attempt.pod_name)
+    gone = not await _exists(rig.api, rig.namespace, run.attempt.pod_name)
     LEDGER.check("pods gone once cleanup finished", gone, case=where)
     evidence = False
     if launch_record is not None:
@@ -243,23 +218,29 @@ async def test_fault(
             if entry.startup is not None and entry.startup.containers[0].terminated.get("exitCode") == 78:
                 evidence = True
     LEDGER.check("no refused pod deleted without its capture stored", not gone or evidence, case=where)
-    if first_record is not None:
-        LEDGER.check("first capture never overwritten", launch_raw == first_record, case=where)
+    if run.first_record is not None:
+        LEDGER.check("first capture never overwritten", launch_raw == run.first_record, case=where)
     LEDGER.check(
         f"at most {cleanup.LOG_READS} log reads per pinned pod (cleanup)",
-        cleanup_log_reads <= cleanup.LOG_READS,
+        run.cleanup_log_reads <= cleanup.LOG_READS,
         case=where,
-        detail=f"{cleanup_log_reads}",
+        detail=f"{run.cleanup_log_reads}",
     )
-    forwarded = _forwarded_deletes(fault_proxy, pod_path=pod_path, rules=rules, case=case)
+    forwarded = _forwarded_deletes(rig, pod_path=run.pod_path, rules=run.rules, case=case)
     LEDGER.check(
         "at most one delete per UID reaches the API server",
         forwarded <= 1,
         case=where,
         detail=f"{forwarded}",
     )
+    return retained, launch_record
 
-    # 4. The spec's behaviour for this case.
+
+def _check_spec(
+    run: Run, *, case: Case, retained: records.Retained | None, launch_record: records.StartupRecord | None
+) -> None:
+    """4. The spec's behaviour for this case."""
+    where, removal = case.id, run.removal
     if case.step == "events-read":
         stored = launch_record.startup if launch_record is not None else None
         if retained is not None and retained.removed.pods and retained.removed.pods[0].startup is not None:
@@ -267,13 +248,13 @@ async def test_fault(
         LEDGER.check(
             "a failed Events read keeps no Pod and degrades to no events field",
             (removal is None or removal.removed)
-            and passes_failed == 0
+            and run.passes_failed == 0
             and stored is not None
             and stored.events is None
             and stored.events_error is not None
             and (stored.containers[0].log or "").endswith(PLANTED.decode()),
             case=where,
-            detail=f"removal={removal} passes_failed={passes_failed} stored={stored}",
+            detail=f"removal={removal} passes_failed={run.passes_failed} stored={stored}",
         )
     if case.path == "launch":
         assert removal is not None
@@ -291,7 +272,7 @@ async def test_fault(
             or case.step == "record-write"
             or case.fault in ("unavailable", "slow")
         ):
-            assert first_record is None, where  # Nothing stored when the capture could not be.
+            assert run.first_record is None, where  # Nothing stored when the capture could not be.
     else:
         assert retained is not None
         [entry] = retained.removed.pods
@@ -304,7 +285,17 @@ async def test_fault(
             assert entry.log_reads == (1 if case.fault in ("403", "404", "409") else None), (where, entry)
             assert entry.startup is not None
             assert (entry.startup.containers[0].log or "").endswith(PLANTED.decode())
-    assert not [v for v in LEDGER.violations if v.startswith(where + ":")], LEDGER.violations
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_fault(
+    rig: Rig, quick_store: operations.AsyncStore, redis_server: RedisServer, case: Case
+) -> None:
+    LEDGER.cases += 1
+    run = await _run(rig, quick_store, redis_server, case=case)
+    retained, launch_record = await _invariants(rig, quick_store, run, case=case)
+    _check_spec(run, case=case, retained=retained, launch_record=launch_record)
+    assert not [v for v in LEDGER.violations if v.startswith(case.id + ":")], LEDGER.violations
 
 
 async def _cleanup_until_done(

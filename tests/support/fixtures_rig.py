@@ -26,7 +26,7 @@ from tests.support import cleanup_passes, pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import SLUG, attempt_for, plant_pod, remove
-from tests.support.proxy import FaultProxy
+from tests.support.proxy import FaultProxy, Rule
 
 __all__ = ["Rig", "rig"]
 
@@ -125,15 +125,14 @@ class Rig:
             rules=rules,
         )
 
-    def fault(self, fault: str, *, path: str, method: str | None = None, times: int | None = None) -> None:
+    def fault(self, fault: str, *, path: str, method: str | None = None, times: int | None = None) -> Rule:
         """Make the proxy answer matching requests with ``fault``: ``"timeout"`` (never answered),
-        ``"reset"`` (the connection aborted) or an HTTP status (``"503"``)."""
+        ``"reset"`` (the connection aborted) or an HTTP status (``"503"``); the proxy's rule."""
         if fault == "timeout":
-            self.proxy.hang(method=method, path=path, times=times)
-        elif fault == "reset":
-            self.proxy.reset(method=method, path=path, times=times)
-        else:
-            self.proxy.fail(status=int(fault), method=method, path=path, times=times)
+            return self.proxy.hang(method=method, path=path, times=times)
+        if fault == "reset":
+            return self.proxy.reset(method=method, path=path, times=times)
+        return self.proxy.fail(status=int(fault), method=method, path=path, times=times)
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from agentihooks_swarm.controller import (
 )
 from agentihooks_swarm.controller.workqueue import KeyedQueue
 from agentihooks_swarm.kubernetes import api, clients, event_index, informer
-from agentihooks_swarm.lifecycle import model, step as lifecycle
+from agentihooks_swarm.lifecycle import model, quota as quota_, step as lifecycle
 from agentihooks_swarm.storage import failover, operations
 from agentihooks_swarm.swarm import status as swarms_
 
@@ -59,6 +59,11 @@ class App:
     #: None when the store keeps no recent evidence (a store a test or the bench built).
     primary: failover.PrimaryWatch | None = None
 
+    @property
+    def quota(self) -> quota_.Quota | None:
+        """The swarms' byte quota the steps hold launches to, and its measures."""
+        return self.reconciler.lifecycle.quota
+
     def runnables(self) -> list[supervisor_.Runnable]:
         """The background tasks; the leader-only ones check the Lease on each round."""
         tasks = [
@@ -73,6 +78,8 @@ class App:
             tasks.append(supervisor_.Runnable(name="redis primary", run=self.primary.run))
         if self.settings.retention_seconds > 0:
             tasks.append(supervisor_.Runnable(name="retention", run=self._sweep))
+        if self.quota is not None:
+            tasks.append(supervisor_.Runnable(name="quota", run=self._measure))
         return tasks
 
     async def _lead(self) -> None:
@@ -100,6 +107,10 @@ class App:
             retention_seconds=self.settings.retention_seconds,
             interval_seconds=self.settings.retention_sweep_interval_seconds,
         )
+
+    async def _measure(self) -> None:
+        assert self.quota is not None
+        await self.quota.run(swarms=self.store.swarms, holds=self.leader.holds)
 
     def problems(self) -> dict[str, object]:
         """What makes this replica unhealthy (empty when it is healthy): a task given up."""
@@ -174,13 +185,13 @@ def build(
     )
     pods_table = worker_pods.WorkerPods(owners=table.named, wake=queue.add)
     watches = _watches(settings=settings, cluster=cluster, table=table, index=index, workers=pods_table)
-    steps = lifecycle.Lifecycle(
+    steps = _lifecycle(
+        settings=settings,
         runtime=runtime,
         store=store,
-        guard=leader,
-        instance=identity,
-        archive_deadline_seconds=settings.archive_deadline_seconds,
-        legacy_finalizers=legacy_finalizers,
+        leader=leader,
+        identity=identity,
+        legacy=legacy_finalizers,
     )
     return App(
         settings=settings,
@@ -217,6 +228,27 @@ def build(
         primary=None
         if store.recent is None
         else failover.PrimaryWatch(store=store, recent=store.recent, metrics=metrics, holds=leader.holds),
+    )
+
+
+def _lifecycle(
+    *,
+    settings: settings_.Settings,
+    runtime: model.Runtime,
+    store: operations.AsyncStore,
+    leader: leadership.Leadership,
+    identity: str,
+    legacy: frozenset[str],
+) -> lifecycle.Lifecycle:
+    """The steps, with the swarms' byte quota they hold launches to."""
+    return lifecycle.Lifecycle(
+        runtime=runtime,
+        store=store,
+        guard=leader,
+        instance=identity,
+        archive_deadline_seconds=settings.archive_deadline_seconds,
+        legacy_finalizers=legacy,
+        quota=quota_.Quota(store=store, metrics=runtime.metrics, bound=settings.swarm_quota_bytes),
     )
 
 

@@ -195,13 +195,34 @@ class Metrics:
             ["result"],  # done|failed
             registry=self.registry,
         )
+        self.stored_bytes = prometheus_client.Gauge(
+            "agentihooks_swarm_stored_bytes",
+            "Bytes a swarm's keys take in Redis (MEMORY USAGE of each, every entry walked), as last "
+            "measured by the leader.",
+            ["swarm"],
+            registry=self.registry,
+        )
+        self.quota_bytes = prometheus_client.Gauge(
+            "agentihooks_swarm_quota_bytes",
+            "A swarm's byte quota (SWARM_QUOTA_BYTES; 0: off): at it, its new Executions are Blocked.",
+            ["swarm"],
+            registry=self.registry,
+        )
+        self.quota_blocked = prometheus_client.Counter(
+            "agentihooks_swarm_quota_blocked",
+            "Executions held back (Blocked, reason QuotaExceeded) because their swarm reached its byte "
+            "quota, counted once each time one is newly held back.",
+            ["swarm"],
+            registry=self.registry,
+        )
 
     def _operator(self) -> None:
         """The operator's own machinery: its tasks, its steps, its queue."""
         self.task_restarts = prometheus_client.Counter(
             "agentihooks_swarm_task_restarts",
             "Background tasks that failed unexpectedly and were started again (or given up), by task.",
-            # task: leadership|watch executions/pod events/worker pods|steps|resync|expiry|retention|kopf
+            # task: leadership|steps|resync|expiry|retention|quota|kopf
+            # watch executions|watch pod events|watch worker pods
             ["task"],
             registry=self.registry,
         )

@@ -72,6 +72,14 @@ class Settings(pydantic.BaseModel):
     retention_sweep_interval_seconds: float = pydantic.Field(
         default=300.0, gt=0, description="Seconds between the leader's retention sweeps."
     )
+    swarm_quota_bytes: int = pydantic.Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="The most bytes one swarm's keys may take in Redis (as Redis measures them) before "
+        "its new Executions wait in phase Blocked (reason QuotaExceeded) until retention or `records "
+        "forget` brings it back under; the default is 64 MiB. Workers already running are captured and "
+        "cleaned up as always. 0 turns the blocking off (the bytes are still measured and exported).",
+    )
     key_prefix: str = pydantic.Field(
         default="agentihooks-swarm",
         min_length=1,

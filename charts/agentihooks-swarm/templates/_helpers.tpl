@@ -140,6 +140,9 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ $redis.retention.seconds | quote }}
 - name: AGENTIHOOKS_SWARM_RETENTION_SWEEP_INTERVAL_SECONDS
   value: {{ $redis.retention.sweepIntervalSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_SWARM_QUOTA_BYTES
+  {{- /* int64: a float64 this large would print as 6.7108864e+07 */}}
+  value: {{ int64 $redis.swarmQuotaBytes | quote }}
 - name: AGENTIHOOKS_SWARM_KEY_PREFIX
   value: {{ $redis.keyPrefix | quote }}
 {{- if not .Values.watch.allNamespaces }}

@@ -200,6 +200,45 @@ def budget_message(state: records.BudgetState) -> str:
     )
 
 
+#: The reason of the ``Launched`` condition of an Execution held back by its swarm's byte quota.
+QUOTA_EXCEEDED: Final = "QuotaExceeded"
+
+
+def quota_exceeded(*, swarm: str, used: int, bound: int) -> Answer:
+    """The swarm's keys take its whole byte quota in Redis: this Execution is not launched."""
+    message = (
+        f"Swarm {swarm}'s keys take {size(used)} in Redis, at or over its quota of {size(bound)} "
+        "(AGENTIHOOKS_SWARM_SWARM_QUOTA_BYTES; chart value redis.swarmQuotaBytes). This Execution waits "
+        "and launches once the swarm is back under it: remove the records of Executions you no longer "
+        f"need (`python -m agentihooks_swarm records forget {swarm} NAME`), set a retention "
+        "(AGENTIHOOKS_SWARM_RETENTION_SECONDS; redis.retention.seconds), or raise the quota. Workers "
+        "already running are captured and cleaned up as always."
+    )
+    return Answer(
+        phase=Phase.BLOCKED,
+        conditions=(condition(type_="Launched", status=False, reason=QUOTA_EXCEEDED, message=message),),
+    )
+
+
+def launched_reason(status: Mapping[str, Any], reason: str) -> bool:
+    """Whether the status' ``Launched`` condition is False for ``reason`` (held back by it already)."""
+    found = status.get("conditions")
+    for condition_ in found if isinstance(found, list) else ():
+        if isinstance(condition_, Mapping) and condition_.get("type") == "Launched":
+            return condition_.get("status") == "False" and condition_.get("reason") == reason
+    return False
+
+
+def size(count: int) -> str:
+    """A byte count for people: ``70.2 MiB (73614336 bytes)``."""
+    value, unit = float(count), "bytes"
+    for larger in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{count} bytes" if unit == "bytes" else f"{value:.1f} {unit} ({count} bytes)"
+
+
 def swarm_missing(*, namespace: str, name: str) -> Answer:
     message = f"Swarm {namespace}/{name} does not exist; create it (or fix spec.swarm)"
     return Answer(

@@ -9,9 +9,10 @@ its Events. So there is one path for the status and one for the Events, whatever
 
 What a step does, by the Execution's state:
 
-* not launched: read and parse the spec (the table keeps none), read the Swarm, put the operator's
-  finalizer on the Execution (so deleting it waits for cleanup), claim its name's records
-  (:meth:`storage.operations.AsyncStore.claim`: a name another Execution used is refused,
+* not launched: read and parse the spec (the table keeps none), read the Swarm, hold it back while
+  its Swarm's refusal budget is exceeded or its swarm is at its byte quota (``Blocked``), put the
+  operator's finalizer on the Execution (so deleting it waits for cleanup), claim its name's
+  records (:meth:`storage.operations.AsyncStore.claim`: a name another Execution used is refused,
   ``NameInUse``), create or adopt the worker Pod, hand it its grant (launch removal on a refused
   hand), record the hand;
 * launched: :func:`attempts.advance` (final record, outcome, archive, final cleanup);
@@ -40,6 +41,7 @@ from agentihooks_swarm.lifecycle import (
     finals,
     launch,
     model,
+    quota as quota_,
     status as status_,
 )
 from agentihooks_swarm.lifecycle.model import Phase
@@ -112,6 +114,8 @@ class Lifecycle:
     archive_deadline_seconds: float
     #: Finalizers an earlier version put on Executions: released with the operator's own.
     legacy_finalizers: frozenset[str] = frozenset()
+    #: The swarms' byte quota: at it, a swarm's new Executions wait (None: no quota).
+    quota: quota_.Quota | None = None
 
     async def step(self, tracked: model.Tracked) -> Step:
         """Move one Execution as far as it can go now; see the module docstring."""
@@ -177,6 +181,11 @@ class Lifecycle:
             return None
         if swarm.refusal_budget is not None and await self._held_back(work, swarm=swarm, raw=raw):
             return None
+        if self.quota is not None:
+            held = await self.quota.holds_back(slug=tracked.swarm, status=work.view, notes=work.notes)
+            if held is not None:
+                work.answer(held, **work.observed())
+                return None
         self.guard.check(before=f"launching {tracked.name}")
         if not await self._hold(work) or not await self._claim(work):
             return None

@@ -31,7 +31,7 @@ from tests.support.proxy import FaultProxy, Rule
 __all__ = ["Rig", "rig"]
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True)
 class Rig:
     api: client.ApiClient
     """The admin's client, straight to the API server (planting and checking, never the code under test)."""
@@ -146,13 +146,7 @@ def rig(
     store: operations.AsyncStore,
     tmp_path: Path,
 ) -> Rig:
+    # The fields in their order: the fixtures are named for what they are, the fields for their use.
     return Rig(
-        api=admin_api,
-        cluster=control_plane,
-        namespace=namespace,
-        proxy=fault_proxy,
-        kubeconfig=proxy_kubeconfig,
-        runtime_for=runtime_for,
-        store=store,
-        tmp_path=tmp_path,
+        admin_api, control_plane, namespace, fault_proxy, proxy_kubeconfig, runtime_for, store, tmp_path
     )

@@ -147,16 +147,12 @@ class Scene:
 
 @pytest.fixture
 def scene(
+    namespace: str,
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
-    namespace: str,
     operator: OperatorFactory,
     redis_url: str,
 ) -> Scene:
     return Scene(
-        api=admin_api,
-        cluster=control_plane,
-        namespace=namespace,
-        operator=operator,
-        redis_url=redis_url,
+        api=admin_api, cluster=control_plane, namespace=namespace, operator=operator, redis_url=redis_url
     )

@@ -28,13 +28,13 @@ import dataclasses
 import datetime
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from agentihooks_swarm import errors, metrics as metrics_, records
 from agentihooks_swarm.capture import causes, diagnostics
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.lifecycle import events, finals, model
+from agentihooks_swarm.lifecycle import events, finals, model, removal
 from agentihooks_swarm.storage import operations
 
 logger = logging.getLogger(__name__)
@@ -47,10 +47,6 @@ LOG_READS: Final = 3
 COUNTED_AFTER: Final = (10.0, 60.0, 300.0)
 
 Kind = Literal["pod", "service"]
-Read = Callable[..., Awaitable[dict[str, Any] | None]]
-#: How many times one pass judges an object that changed between its read and its delete.
-JUDGED_TRIES: Final = 3
-Delete = Callable[..., Awaitable[None]]
 
 
 class PassFailed(errors.SwarmError):
@@ -96,80 +92,58 @@ class _Pass:
         self.guard.check(before=before)
         await self.store.save_journal(slug=self.attempt.slug, journal=self.journal)
 
-    def _calls(self, kind: Kind) -> tuple[Read, Delete]:
-        client = self.runtime.cluster.pods if kind == "pod" else self.runtime.cluster.services
-        return client.read, client.delete
-
     async def remove(self, entry: records.PinnedObject, kind: Kind) -> records.RemovalOutcome:
         """Capture (Pods only) and delete one pinned object; return its outcome.
 
         The delete applies only to the object as it was judged (its resourceVersion): a Pod that
-        failed after a read that saw it running is judged again, and captured, not deleted unseen.
+        failed after a read that saw it running is judged again, and captured, not deleted unseen
+        (:func:`removal.remove`).
         """
-        found = self.seen.pop(entry.name, None) if kind == "pod" else None
-        for _ in range(JUDGED_TRIES):
-            outcome = await self._remove_as_read(entry, kind, found)
-            if outcome is not None:
-                return outcome
-            found = None
-        raise PassFailed(
-            f"{kind} {entry.name} changed each time it was about to be deleted; waiting for it to settle"
-        )
-
-    async def _remove_as_read(
-        self, entry: records.PinnedObject, kind: Kind, found: dict[str, Any] | None
-    ) -> records.RemovalOutcome | None:
-        """One read, judgement and delete; None when the object changed since it was read."""
-        read, delete = self._calls(kind)
-        namespace = self.attempt.namespace
-        if found is None or (found.get("metadata") or {}).get("uid") != entry.uid:
-            found = await read(namespace=namespace, name=entry.name)
-        if found is None:
-            await self.confirm_gone(entry, kind)
-            return "absent_after_send" if entry.sent else "absent"
-        metadata = found.get("metadata") or {}
-        if metadata.get("uid") != entry.uid:
-            return "replaced"
-        if not labels.matches(metadata.get("labels"), self.attempt.labels):
-            return "unselected"
-        captured = kind == "pod" and entry.startup is None and diagnostics.is_refused(found)
-        if captured:
-            entry.startup = await self.capture(entry, found)
-        if metadata.get("deletionTimestamp"):
-            if captured:
-                await self.save(before="saving the capture")
-            if entry.sent:
-                return "deleted"  # Our delete is under way: it is never sent twice for a UID.
-            raise terminating(kind=kind, name=entry.name, metadata=metadata, now=self.clock())
-        # The capture and ``sent`` in one write, before the delete (the spec: saved, then sent).
-        entry.sent = True
-        await self.save(before="saving the capture and recording the delete as sent")
-        self.guard.check(before=f"deleting {kind} {entry.name}")
-        version = metadata.get("resourceVersion")
-        try:
-            await delete(
-                namespace=namespace,
+        judged: removal.Judged[None] = await removal.remove(
+            objects=self.runtime.cluster.pods if kind == "pod" else self.runtime.cluster.services,
+            target=removal.Target(
+                kind=kind,
+                namespace=self.attempt.namespace,
                 name=entry.name,
                 uid=entry.uid,
-                resource_version=version if isinstance(version, str) else None,
-            )
-        except errors.NotFound:
-            await self.confirm_gone(entry, kind)
-            return "absent_after_send"
-        except errors.PreconditionFailed:
-            current = await read(namespace=namespace, name=entry.name)
-            if current is not None and (current.get("metadata") or {}).get("uid") == entry.uid:
-                entry.sent = False  # Refused for a newer version of the same object: judged again.
-                return None
-            await self.confirm_gone(entry, kind)
-            return "replaced" if current is not None else "absent_after_send"
-        return "deleted"
+                labels=self.attempt.labels,
+            ),
+            evidence=_Evidence(work=self, entry=entry, kind=kind),
+            guard=self.guard,
+            confirm_gone=True,
+            capture_terminating=True,
+            found=self.seen.pop(entry.name, None) if kind == "pod" else None,
+        )
+        return self._outcome(judged, entry=entry, kind=kind)
 
-    async def confirm_gone(self, entry: records.PinnedObject, kind: Kind) -> None:
-        """A 404 or 409 ends cleanup of an object for good, so it is believed only if a list agrees."""
-        client = self.runtime.cluster.pods if kind == "pod" else self.runtime.cluster.services
-        if await client.still_listed(namespace=self.attempt.namespace, name=entry.name, uid=entry.uid):
-            raise PassFailed(f"{kind} {entry.name}: the API said it is gone or replaced, but a list shows it")
+    def _outcome(
+        self, judged: removal.Judged[None], *, entry: records.PinnedObject, kind: Kind
+    ) -> records.RemovalOutcome:
+        """The journal's outcome of a removal, or why this pass stops (raised)."""
+        match judged.outcome:
+            case "absent":
+                return "absent_after_send" if entry.sent else "absent"
+            case "replaced" | "unselected" | "deleted":
+                return judged.outcome
+            case "gone":
+                return "absent_after_send"
+            case "terminating" if entry.sent:
+                return "deleted"  # Our delete is under way: it is never sent twice for a UID.
+            case "terminating":
+                metadata = (judged.found or {}).get("metadata") or {}
+                raise terminating(kind=kind, name=entry.name, metadata=metadata, now=self.clock())
+            case "listed":
+                raise PassFailed(
+                    f"{kind} {entry.name}: the API said it is gone or replaced, but a list shows it"
+                )
+            case "changed":
+                raise PassFailed(
+                    f"{kind} {entry.name} changed each time it was about to be deleted; "
+                    "waiting for it to settle"
+                )
+            case _:
+                assert judged.error is not None, judged  # Cleanup's evidence never keeps an object.
+                raise judged.error
 
     async def capture(
         self, entry: records.PinnedObject, pod: dict[str, object]
@@ -230,6 +204,32 @@ class _Pass:
             f"({LOG_READS} log reads failed: {error}; {causes.of(error).hint}).",
         )
         return capture
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Evidence:
+    """Cleanup's evidence of one pinned object: a refused Pod's capture, taken once and saved on
+    its journal entry together with ``sent``, *before* the delete (the spec: saved, then sent)."""
+
+    work: _Pass
+    entry: records.PinnedObject
+    kind: Kind
+
+    async def keep(self, found: dict[str, Any], *, terminating: bool) -> None:
+        entry = self.entry
+        captured = self.kind == "pod" and entry.startup is None and diagnostics.is_refused(found)
+        if captured:
+            entry.startup = await self.work.capture(entry, found)
+        if terminating:  # Someone else deletes it: its capture is kept, no delete is sent.
+            if captured:
+                await self.work.save(before="saving the capture")
+            return None
+        entry.sent = True
+        await self.work.save(before="saving the capture and recording the delete as sent")
+        return None
+
+    def judging_again(self) -> None:
+        self.entry.sent = False  # Refused for a newer version of the same object: not sent.
 
 
 def terminating(*, kind: Kind, name: str, metadata: dict[str, Any], now: datetime.datetime) -> Terminating:

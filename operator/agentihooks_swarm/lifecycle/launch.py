@@ -9,19 +9,20 @@ against a real API server and a real Redis in tests without kopf:
 * :func:`hand` checks the project against the registration, creates the grant ConfigMap (owned
   by the Pod) and the terminal Service; it returns the refusal reason or None.
 * :func:`remove_at_launch` is the spec's launch removal: re-read, keep-or-capture, ``HSETNX``,
-  delete by pinned UID. It runs once and answers whether the Pod was removed.
+  delete by pinned UID (:mod:`.removal`, the loop final cleanup uses too). It runs once and
+  answers whether the Pod was removed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Final
+from typing import Any
 
 from agentihooks_swarm import errors, metrics, records, resources
 from agentihooks_swarm.capture import causes, diagnostics
 from agentihooks_swarm.kubernetes import core, labels, pods as pods_
-from agentihooks_swarm.lifecycle import events, model
+from agentihooks_swarm.lifecycle import events, model, removal as removal_
 
 logger = logging.getLogger(__name__)
 
@@ -360,10 +361,6 @@ async def remove_at_launch(
     return removal
 
 
-#: Reads, judgements and deletes of one Pod before launch removal leaves it to final cleanup.
-JUDGED_TRIES: Final = 3
-
-
 async def _remove_at_launch(
     *,
     runtime: model.Runtime,
@@ -373,88 +370,92 @@ async def _remove_at_launch(
     guard: model.Guard,
     refused: str | None,
 ) -> Removal:
-    """Read, judge and delete the Pod as it was read: the delete carries the resourceVersion that
-    was judged, so a Pod that failed after a read that saw it starting is read, judged and
-    captured again instead of being deleted unseen."""
-    stored: records.StartupCapture | None = None
-    for _ in range(JUDGED_TRIES):
-        removal = await _remove_as_read(
-            runtime=runtime,
-            attempt=attempt,
-            uid=uid,
-            notify=notify,
-            guard=guard,
-            refused=refused,
-            stored=stored,
-        )
-        if isinstance(removal, Removal):  # A capture stored by an earlier try stays its capture.
-            keep = stored is not None and removal.capture is None
-            return dataclasses.replace(removal, capture=stored, announced=True) if keep else removal
-        stored = removal or stored
+    """Read, judge and delete the Pod as it was read (:func:`.removal.remove`): a Pod that failed
+    after a read that saw it starting is read, judged and captured again instead of being deleted
+    unseen. A capture stored by an earlier try stays the removal's capture."""
+    evidence = _Evidence(runtime=runtime, attempt=attempt, notify=notify, guard=guard, refused=refused)
+    judged = await removal_.remove(
+        objects=runtime.cluster.pods,
+        target=removal_.Target(
+            kind="pod", namespace=attempt.namespace, name=attempt.pod_name, uid=uid, labels=attempt.labels
+        ),
+        evidence=evidence,
+        guard=guard,
+        confirm_gone=False,
+        capture_terminating=False,
+    )
+    if judged.kept is not None:
+        return judged.kept
+    stored = evidence.stored
     return Removal(
-        removed=False,
-        why="it changed each time it was about to be deleted",
+        removed=judged.outcome in ("absent", "deleted", "gone"),
+        why=_why(judged, uid=uid),
         capture=stored,
-        announced=bool(stored),
+        announced=stored is not None,
     )
 
 
-async def _remove_as_read(
-    *,
-    runtime: model.Runtime,
-    attempt: model.Attempt,
-    uid: str,
-    notify: events.Events,
-    guard: model.Guard,
-    refused: str | None,
-    stored: records.StartupCapture | None,
-) -> Removal | records.StartupCapture | None:
-    """One read, judgement and delete: the Removal, or (the Pod changed since it was read) the
-    capture this try stored, if any, or None."""
-    try:
-        pod = await runtime.cluster.pods.read(namespace=attempt.namespace, name=attempt.pod_name)
-    except errors.ApiError as e:
-        return Removal(removed=False, why=f"the pod could not be re-read: {e}")
-    if pod is None:
-        return Removal(removed=True, why="the pod was already gone")
-    metadata = pod.get("metadata") or {}
-    if metadata.get("uid") != uid:
-        return Removal(removed=False, why=f"its UID changed from {uid} to {metadata.get('uid')}")
-    if not labels.matches(metadata.get("labels"), attempt.labels):
-        return Removal(removed=False, why="its owner, execution or generation labels no longer match")
-    if metadata.get("deletionTimestamp"):
-        return Removal(removed=False, why="it is already being deleted")
-    capture = stored
-    if stored is None:
+def _why(judged: removal_.Judged[Removal], *, uid: str) -> str:
+    """Why launch removal removed or kept the Pod, in the words of its log line and Event."""
+    if judged.outcome == "failed":
+        return {
+            "read": f"the pod could not be re-read: {judged.error}",
+            "list": f"the delete answered 404 and the list failed: {judged.error}",
+            "delete": f"the delete failed: {judged.error}",
+        }[judged.step or "read"]
+    if judged.outcome == "replaced":
+        return f"its UID changed from {uid} to {((judged.found or {}).get('metadata') or {}).get('uid')}"
+    return {
+        "absent": "the pod was already gone",
+        "unselected": "its owner, execution or generation labels no longer match",
+        "terminating": "it is already being deleted",
+        "deleted": "deleted",
+        "gone": "the pod was gone before the delete",
+        "listed": "the delete answered 404 but the pod is still listed",
+        "changed": "it changed each time it was about to be deleted",
+    }[judged.outcome]
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Evidence:
+    """Launch removal's evidence: the capture of a refused Pod, stored with ``HSETNX`` once."""
+
+    runtime: model.Runtime
+    attempt: model.Attempt
+    notify: events.Events
+    guard: model.Guard
+    refused: str | None
+    #: The capture this removal stored (by an earlier try, when the Pod changed since).
+    stored: records.StartupCapture | None = None
+
+    async def keep(self, found: dict[str, Any], *, terminating: bool) -> Removal | None:
+        """Capture the Pod and store a refusal's capture; a Removal (kept) when either failed."""
+        if self.stored is not None:
+            return None
+        runtime = self.runtime
         try:
-            capture = await runtime.startup(pod, runtime.reader)
+            capture = await runtime.startup(found, runtime.reader)
         except (errors.ApiError, ConnectionError, TimeoutError) as e:
             runtime.metrics.log_read_failures.labels(path="launch", cause=causes.of(e).name).inc()
             runtime.metrics.captures.labels(path="launch", result="kept").inc()
             return Removal(removed=False, why=f"its log could not be read: {e}")
-        if capture is not None:
-            kept = await _store(
-                runtime=runtime,
-                attempt=attempt,
-                pod=pod,
-                capture=capture,
-                notify=notify,
-                guard=guard,
-                refused=refused,
-            )
-            if kept is not None:
-                return kept
-    guard.check(before=f"deleting pod {attempt.pod_name}")
-    version = metadata.get("resourceVersion")
-    removal = await _delete(
-        runtime=runtime,
-        attempt=attempt,
-        uid=uid,
-        resource_version=version if isinstance(version, str) else None,
-    )
-    if removal is None:
-        return capture
-    return dataclasses.replace(removal, capture=capture, announced=capture is not None)
+        if capture is None:
+            return None
+        kept = await _store(
+            runtime=runtime,
+            attempt=self.attempt,
+            pod=found,
+            capture=capture,
+            notify=self.notify,
+            guard=self.guard,
+            refused=self.refused,
+        )
+        if kept is None:
+            self.stored = capture
+        return kept
+
+    def judging_again(self) -> None:
+        return None  # What a try stored stays stored: the next try does not capture again.
 
 
 async def _store(
@@ -506,31 +507,6 @@ async def _store(
         reason="StartupRefused", message=f"Worker pod {attempt.pod_name}{hand}: {describe(capture)}"
     )
     return None
-
-
-async def _delete(
-    *, runtime: model.Runtime, attempt: model.Attempt, uid: str, resource_version: str | None
-) -> Removal | None:
-    """Delete the Pod by its pinned UID as it was read (``resource_version``); a 404 is believed
-    only when a list agrees. None when the Pod changed since it was read (it is judged again)."""
-    client = runtime.cluster.pods
-    try:
-        await client.delete(
-            namespace=attempt.namespace, name=attempt.pod_name, uid=uid, resource_version=resource_version
-        )
-    except errors.NotFound:
-        try:
-            listed = await client.still_listed(namespace=attempt.namespace, name=attempt.pod_name, uid=uid)
-        except errors.ApiError as e:
-            return Removal(removed=False, why=f"the delete answered 404 and the list failed: {e}")
-        if listed:
-            return Removal(removed=False, why="the delete answered 404 but the pod is still listed")
-        return Removal(removed=True, why="the pod was gone before the delete")
-    except errors.PreconditionFailed:
-        return None
-    except errors.ApiError as e:
-        return Removal(removed=False, why=f"the delete failed: {e}")
-    return Removal(removed=True, why="deleted")
 
 
 async def launch(

@@ -29,6 +29,7 @@ from agentihooks_swarm.storage import failover, operations
 from tests.support.redis_cluster import ClusterTopology
 from tests.support.redis_sentinel import SentinelTopology
 from tests.support.redis_server import RedisServer
+from tests.support.stored_records import capture, counted, journal, retained
 
 pytestmark = pytest.mark.integration
 
@@ -41,113 +42,8 @@ def topology() -> Iterator[SentinelTopology]:
         yield started
 
 
-def capture(line: str) -> records.StartupCapture:
-    return records.StartupCapture(
-        phase="Failed",
-        reason="",
-        containers=[records.ContainerCapture(name="w", terminated={"exitCode": 3}, log=f"{line}\n")],
-    )
-
-
-def retained(pods: list[records.RemovedObject], *, watermark: int = 0) -> records.Retained:
-    return records.Retained(
-        execution="e3",
-        final=records.FinalRecord(
-            execution="e3", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
-        ),
-        watermark=watermark,
-        archived=True,
-        removed=records.RemovedObjects(pods=pods),
-    )
-
-
 def restored_count(collector: metrics.Metrics) -> dict[str, float]:
-    return {
-        s.labels["record"]: s.value
-        for family in collector.registry.collect()
-        if family.name == "agentihooks_swarm_evidence_restored"
-        for s in family.samples
-        if s.name.endswith("_total")
-    }
-
-
-async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: SentinelTopology) -> None:
-    config = settings.Settings(
-        redis_mode="sentinel",
-        redis_sentinels=topology.addresses,
-        redis_min_replicas=0,
-        redis_timeout_seconds=3,
-    )
-    collector = metrics.Metrics()
-    async with operations.open_store(config, metrics=collector) as store:
-        assert store.recent is not None
-        watch = failover.PrimaryWatch(
-            store=store, recent=store.recent, metrics=collector, holds=lambda: True, interval=0.1
-        )
-        assert await watch.check() == 0  # The primary as it is: nothing to restore.
-
-        topology.relay.hold()  # From here the replica misses every write.
-        launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
-        await store.record_startup(slug=SLUG, execution="e1", record=launch)
-        pinned = await store.pin_journal(
-            slug=SLUG,
-            journal=records.Journal(
-                execution="e2",
-                generation=1,
-                pinned=records.Objects(pods=[records.PinnedObject(name="p2", uid="u2")]),
-            ),
-        )
-        assert isinstance(pinned, records.Journal)
-        pinned.pinned.pods[0].startup = capture("cleanup refusal")
-        pinned.pinned.pods[0].sent = True
-        await store.save_journal(slug=SLUG, journal=pinned)
-        await store.pin_journal(
-            slug=SLUG,
-            journal=records.Journal(
-                execution="e3",
-                generation=1,
-                pinned=records.Objects(pods=[records.PinnedObject(name="p3", uid="u3")]),
-            ),
-        )
-        ours = retained(
-            [
-                records.RemovedObject(
-                    name="p3", uid="u3", outcome="deleted", startup=capture("retained refusal")
-                )
-            ]
-        )
-        await store.retain(slug=SLUG, retained=ours, journal_version=1)
-        assert {w.kind for w in store.recent.entries()} == {"startup", "journal", "retained"}
-
-        old = await asyncio.to_thread(topology.kill_primary)
-        new = await asyncio.to_thread(topology.wait_promoted, old=old)
-        direct = redis.Redis(port=new.port, decode_responses=True)
-        # The loss is real: the promoted replica has none of the three.
-        assert direct.hget(store.key(SLUG, store_.STARTUP_DIAGNOSTICS), "e1") is None
-        assert direct.hget(store.key(SLUG, store_.JOURNAL), "e2") is None
-        assert direct.hget(store.key(SLUG, store_.RETAINED), "e3") is None
-        # A step on the new primary found e3's Pod gone and retained it without the capture.
-        theirs = retained([records.RemovedObject(name="p3", uid="u3", outcome="absent")], watermark=9)
-        direct.hset(store.key(SLUG, store_.RETAINED), "e3", records.dump(theirs))
-
-        for _ in range(100):  # The store's connections find the new primary through Sentinel.
-            count = await watch.check()
-            if count is not None:
-                break
-            await asyncio.sleep(0.1)
-        assert count == 3
-        assert await watch.check() == 0  # Once: the same primary again restores nothing.
-
-        assert await store.read_startup(slug=SLUG, execution="e1") == launch
-        journal = await store.read_journal(slug=SLUG, execution="e2")
-        assert journal is not None and journal.pinned.pods[0].startup == capture("cleanup refusal")
-        kept = await store.read_retained(slug=SLUG, execution="e3")
-        assert kept is not None and kept.watermark == 9  # What the step wrote stays...
-        assert kept.removed.pods[0].outcome == "absent"
-        assert kept.removed.pods[0].startup == capture("retained refusal")  # ...with the capture back.
-        assert direct.hget(store.key(SLUG, store_.JOURNAL), "e3") is None
-        assert restored_count(collector) == {"startup": 1.0, "journal": 1.0, "retained": 1.0}
-        direct.close()
+    return counted(collector, name="agentihooks_swarm_evidence_restored", label="record")
 
 
 def owner(uid: str) -> records.Owner:
@@ -173,6 +69,67 @@ def sentinel_settings(topology: SentinelTopology) -> settings.Settings:
     )
 
 
+async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: SentinelTopology) -> None:
+    collector = metrics.Metrics()
+    async with operations.open_store(sentinel_settings(topology), metrics=collector) as store:
+        assert store.recent is not None
+        watch = failover.PrimaryWatch(
+            store=store, recent=store.recent, metrics=collector, holds=lambda: True, interval=0.1
+        )
+        assert await watch.check() == 0  # The primary as it is: nothing to restore.
+
+        topology.relay.hold()  # From here the replica misses every write.
+        launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
+        await store.record_startup(slug=SLUG, execution="e1", record=launch)
+        pinned = await store.pin_journal(
+            slug=SLUG, journal=journal(execution="e2", pods=[records.PinnedObject(name="p2", uid="u2")])
+        )
+        assert isinstance(pinned, records.Journal)
+        pinned.pinned.pods[0].startup = capture("cleanup refusal")
+        pinned.pinned.pods[0].sent = True
+        await store.save_journal(slug=SLUG, journal=pinned)
+        await store.pin_journal(
+            slug=SLUG, journal=journal(execution="e3", pods=[records.PinnedObject(name="p3", uid="u3")])
+        )
+        ours = retained(
+            execution="e3",
+            pods=[
+                records.RemovedObject(
+                    name="p3", uid="u3", outcome="deleted", startup=capture("retained refusal")
+                )
+            ],
+        )
+        await store.retain(slug=SLUG, retained=ours, journal_version=1)
+        assert {w.kind for w in store.recent.entries()} == {"startup", "journal", "retained"}
+
+        old = await asyncio.to_thread(topology.kill_primary)
+        new = await asyncio.to_thread(topology.wait_promoted, old=old)
+        direct = redis.Redis(port=new.port, decode_responses=True)
+        # The loss is real: the promoted replica has none of the three.
+        assert direct.hget(store.key(SLUG, store_.STARTUP_DIAGNOSTICS), "e1") is None
+        assert direct.hget(store.key(SLUG, store_.JOURNAL), "e2") is None
+        assert direct.hget(store.key(SLUG, store_.RETAINED), "e3") is None
+        # A step on the new primary found e3's Pod gone and retained it without the capture.
+        theirs = retained(
+            execution="e3", pods=[records.RemovedObject(name="p3", uid="u3", outcome="absent")], watermark=9
+        )
+        direct.hset(store.key(SLUG, store_.RETAINED), "e3", records.dump(theirs))
+
+        assert await until_answered(watch) == 3  # The store's connections find the new primary.
+        assert await watch.check() == 0  # Once: the same primary again restores nothing.
+
+        assert await store.read_startup(slug=SLUG, execution="e1") == launch
+        back = await store.read_journal(slug=SLUG, execution="e2")
+        assert back is not None and back.pinned.pods[0].startup == capture("cleanup refusal")
+        kept = await store.read_retained(slug=SLUG, execution="e3")
+        assert kept is not None and kept.watermark == 9  # What the step wrote stays...
+        assert kept.removed.pods[0].outcome == "absent"
+        assert kept.removed.pods[0].startup == capture("retained refusal")  # ...with the capture back.
+        assert direct.hget(store.key(SLUG, store_.JOURNAL), "e3") is None
+        assert restored_count(collector) == {"startup": 1.0, "journal": 1.0, "retained": 1.0}
+        direct.close()
+
+
 async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: SentinelTopology) -> None:
     """The step that wrote the capture, retried on the lagging new primary, finds its Pod gone and
     retains it without the capture, through the same process: the capture still comes back."""
@@ -183,12 +140,7 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: S
         assert await watch.check() == 0
         assert await store.claim(slug=SLUG, execution="e1", owner=owner("uid-1")) == owner("uid-1")
         pinned = await store.pin_journal(
-            slug=SLUG,
-            journal=records.Journal(
-                execution="e1",
-                generation=1,
-                pinned=records.Objects(pods=[records.PinnedObject(name="p1", uid="u1")]),
-            ),
+            slug=SLUG, journal=journal(execution="e1", pods=[records.PinnedObject(name="p1", uid="u1")])
         )
         assert isinstance(pinned, records.Journal)
         await asyncio.to_thread(topology.wait_in_sync)  # The replica has the pin, not what follows.
@@ -211,7 +163,9 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: S
         assert lagging is not None and lagging.version == 1 and lagging.pinned.pods[0].startup is None
         lagging.removed.pods.append(records.RemovedObject(name="p1", uid="u1", outcome="absent"))
         await store.save_journal(slug=SLUG, journal=lagging)
-        await store.retain(slug=SLUG, retained=retained_e1(lagging.removed.pods), journal_version=2)
+        await store.retain(
+            slug=SLUG, retained=retained(execution="e1", pods=lagging.removed.pods), journal_version=2
+        )
         stored = await store.read_retained(slug=SLUG, execution="e1")
         assert stored is not None and stored.removed.pods[0].startup is None  # The loss is real.
 
@@ -224,18 +178,6 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: S
         assert restored_count(collector) == {"retained": 1.0}
 
 
-def retained_e1(pods: list[records.RemovedObject]) -> records.Retained:
-    return records.Retained(
-        execution="e1",
-        final=records.FinalRecord(
-            execution="e1", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
-        ),
-        watermark=0,
-        archived=True,
-        removed=records.RemovedObjects(pods=pods),
-    )
-
-
 async def write_four_lives(a: operations.AsyncStore) -> tuple[records.StartupRecord, records.Retained]:
     """What the leader writes while the replica's link is held: four names claimed; e1 a launch
     capture; e2 a journal entry with a capture, one Pod removed (version 3); e3 retained with a
@@ -246,15 +188,9 @@ async def write_four_lives(a: operations.AsyncStore) -> tuple[records.StartupRec
     await a.record_startup(slug=SLUG, execution="e1", record=launch)
     entry = await a.pin_journal(
         slug=SLUG,
-        journal=records.Journal(
+        journal=journal(
             execution="e2",
-            generation=1,
-            pinned=records.Objects(
-                pods=[
-                    records.PinnedObject(name="p2", uid="u2"),
-                    records.PinnedObject(name="q2", uid="v2"),
-                ]
-            ),
+            pods=[records.PinnedObject(name="p2", uid="u2"), records.PinnedObject(name="q2", uid="v2")],
         ),
     )
     assert isinstance(entry, records.Journal)
@@ -266,23 +202,11 @@ async def write_four_lives(a: operations.AsyncStore) -> tuple[records.StartupRec
     )
     await a.save_journal(slug=SLUG, journal=entry)  # Version 3 on the old primary.
     await a.pin_journal(
-        slug=SLUG,
-        journal=records.Journal(
-            execution="e3",
-            generation=1,
-            pinned=records.Objects(pods=[records.PinnedObject(name="p3", uid="u3")]),
-        ),
+        slug=SLUG, journal=journal(execution="e3", pods=[records.PinnedObject(name="p3", uid="u3")])
     )
-    done = records.Retained(
+    done = retained(
         execution="e3",
-        final=records.FinalRecord(
-            execution="e3", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
-        ),
-        watermark=0,
-        archived=True,
-        removed=records.RemovedObjects(
-            pods=[records.RemovedObject(name="p3", uid="u3", outcome="deleted", startup=capture("retained"))]
-        ),
+        pods=[records.RemovedObject(name="p3", uid="u3", outcome="deleted", startup=capture("retained"))],
     )
     await a.retain(slug=SLUG, retained=done, journal_version=1)
     return launch, done
@@ -329,19 +253,14 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         assert direct.hget(a.key(SLUG, store_.OWNERS), "e1") is None
         # Another writer on the new primary: it pinned e2 afresh (version 1) and went on (version 2),
         # sending the delete of q2 and finding p2 gone; no capture, since p2 was deleted already.
-        theirs = records.Journal(
+        theirs = journal(
             version=2,
             execution="e2",
-            generation=1,
-            pinned=records.Objects(
-                pods=[
-                    records.PinnedObject(name="p2", uid="u2"),
-                    records.PinnedObject(name="q2", uid="v2", sent=True),
-                ]
-            ),
-            removed=records.RemovedObjects(
-                pods=[records.RemovedObject(name="p2", uid="u2", outcome="absent")]
-            ),
+            pods=[
+                records.PinnedObject(name="p2", uid="u2"),
+                records.PinnedObject(name="q2", uid="v2", sent=True),
+            ],
+            removed=[records.RemovedObject(name="p2", uid="u2", outcome="absent")],
         )
         direct.hset(a.key(SLUG, store_.OWNERS), "e2", records.dump(owner("uid-e2")))
         direct.hset(a.key(SLUG, store_.JOURNAL), "e2", records.dump(theirs))
@@ -399,13 +318,7 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology
             assert await store.read_startup(slug=SLUG, execution=execution) is None
         assert await store.owner(slug=SLUG, execution="e1") is None
         assert await store.owner(slug=SLUG, execution="e2") == owner("new-e2")
-        skipped = {
-            s.labels["reason"]: s.value
-            for family in collector.registry.collect()
-            if family.name == "agentihooks_swarm_evidence_restore_skipped"
-            for s in family.samples
-            if s.name.endswith("_total")
-        }
+        skipped = counted(collector, name="agentihooks_swarm_evidence_restore_skipped", label="reason")
         # e1: its capture and its owner claim; e2: the old life's capture (its claim is the new life's now).
         assert skipped == {"forgotten": 2.0, "owner_changed": 1.0}
         people.redis.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from agentihooks_swarm import records
 from agentihooks_swarm.storage import failover
+from tests.support import stored_records
+from tests.support.stored_records import capture
 
 A = records.dump(records.Owner(uid="uid-a", namespace="ns", at="2026-12-04T00:00:00Z"))
 B = records.dump(records.Owner(uid="uid-b", namespace="ns", at="2026-12-04T01:00:00Z"))
@@ -17,43 +19,19 @@ class Clock:
         return self.now
 
 
-def capture(line: str) -> records.StartupCapture:
-    return records.StartupCapture(
-        phase="Failed",
-        reason="",
-        containers=[records.ContainerCapture(name="w", terminated={"exitCode": 3}, log=f"{line}\n")],
-    )
-
-
 def startup(line: str) -> str:
     return records.dump(records.StartupRecord(pod="p", uid="u", labels={}, startup=capture(line)))
 
 
 def retained(pods: list[records.RemovedObject], *, watermark: int = 0) -> str:
-    return records.dump(
-        records.Retained(
-            execution="e1",
-            final=records.FinalRecord(
-                execution="e1", generation=1, state=records.FinalState.FAILED, outcome="attempt-outcomes"
-            ),
-            watermark=watermark,
-            archived=True,
-            removed=records.RemovedObjects(pods=pods),
-        )
-    )
+    return records.dump(stored_records.retained(execution="e1", pods=pods, watermark=watermark))
 
 
 def journal(
     version: int, pods: list[records.PinnedObject], removed: list[records.RemovedObject] | None = None
 ) -> str:
     return records.dump(
-        records.Journal(
-            version=version,
-            execution="e1",
-            generation=1,
-            pinned=records.Objects(pods=pods),
-            removed=records.RemovedObjects(pods=removed or []),
-        )
+        stored_records.journal(execution="e1", version=version, pods=pods, removed=removed or [])
     )
 
 

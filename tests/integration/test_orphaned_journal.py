@@ -10,12 +10,11 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records, store as store_
-from agentihooks_swarm.controller import executions, orphans, worker_pods
-from agentihooks_swarm.lifecycle import cleanup, model, step as lifecycle
+from agentihooks_swarm.lifecycle import cleanup, model
 from agentihooks_swarm.storage import operations
-from tests.support import builders, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
+from tests.support import builders, pods, stored_records, watching
+from tests.support.fixtures_rig import Rig
+from tests.support.orphan_adoption import adopts_once, new_leader
 
 pytestmark = pytest.mark.integration
 
@@ -24,101 +23,70 @@ SLUG = "orphaned"
 
 async def retained_earlier(store: operations.AsyncStore, *, execution: str) -> None:
     """An earlier execution of the swarm, retained: the swarm is listed for the leader's passes."""
-    final = records.FinalRecord(
-        execution=execution,
-        generation=1,
-        state=records.FinalState.COMPLETED,
-        transcript_end=0,
-        outcome=store.key(SLUG, store_.OUTCOMES),
-    )
-    journal = records.Journal(execution=execution, generation=1, pinned=records.Objects())
-    pinned = await store.pin_journal(slug=SLUG, journal=journal)
+    pinned = await store.pin_journal(slug=SLUG, journal=stored_records.journal(execution=execution))
     assert isinstance(pinned, records.Journal)
-    retained = records.Retained(
-        execution=execution, final=final, watermark=0, archived=True, removed=records.RemovedObjects()
+    retained = stored_records.retained(
+        execution=execution, state=records.FinalState.COMPLETED, outcome=store.key(SLUG, store_.OUTCOMES)
     )
     await store.retain(slug=SLUG, retained=retained, journal_version=pinned.version or 0)
 
 
-async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and_retained(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    swarm_crds: list[str],
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-) -> None:
-    name = "left"
-    await retained_earlier(store, execution="earlier")
-    await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
-    uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
-    owner = records.Owner(uid=uid, namespace=namespace, at="2026-12-03T00:00:00Z")
-    assert await store.claim(slug=SLUG, execution=name, owner=owner) == owner
-    attempt = model.Attempt(namespace=namespace, slug=SLUG, execution=name, generation=1)
+async def claimed_and_running(rig: Rig, *, name: str) -> tuple[str, model.Attempt, records.FinalRecord]:
+    """Execution ``name``, its name claimed, its worker Running and its attempt final (cancelled):
+    its UID, its attempt and its final record."""
+    await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
+    uid = (await watching.execution(rig.api, namespace=rig.namespace, name=name))["metadata"]["uid"]
+    owner = records.Owner(uid=uid, namespace=rig.namespace, at="2026-12-03T00:00:00Z")
+    assert await rig.store.claim(slug=SLUG, execution=name, owner=owner) == owner
+    attempt = model.Attempt(namespace=rig.namespace, slug=SLUG, execution=name, generation=1)
     worker: Any = pods.worker_pod(
-        name=attempt.pod_name, namespace=namespace, labels=attempt.labels, phase="Running"
+        name=attempt.pod_name, namespace=rig.namespace, labels=attempt.labels, phase="Running"
     )
-    await client.CoreV1Api(admin_api).create_namespaced_pod(namespace, cast(Any, worker))
-    await pods.wait_for_phase(admin_api, namespace=namespace, name=attempt.pod_name, phase="Running")
-    final = await store.record_final(
+    await client.CoreV1Api(rig.api).create_namespaced_pod(rig.namespace, cast(Any, worker))
+    await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=attempt.pod_name, phase="Running")
+    final = await rig.store.record_final(
         slug=SLUG,
-        final=records.FinalRecord(
+        final=stored_records.final(
             execution=name,
-            generation=1,
             state=records.FinalState.CANCELLED,
-            transcript_end=0,
-            outcome=store.key(SLUG, store_.OUTCOMES),
+            outcome=rig.store.key(SLUG, store_.OUTCOMES),
             at="2026-12-03T00:00:00Z",
         ),
     )
-    async with runtime_for(control_plane.kubeconfig) as runtime:
+    return uid, attempt, final
+
+
+async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and_retained(
+    rig: Rig, swarm_crds: list[str]
+) -> None:
+    name, store = "left", rig.store
+    await retained_earlier(store, execution="earlier")
+    uid, attempt, final = await claimed_and_running(rig, name=name)
+    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
         # A cleanup pass pinned the worker, then the operator stopped; the Execution went without
         # waiting for it (its finalizer removed by hand) and the Pod went with its node.
         pinned = await cleanup.pin(runtime=runtime, store=store, guard=model.Unguarded(), attempt=attempt)
         assert isinstance(pinned, records.Journal)
         [pinned_pod] = pinned.pinned.pods
-        await client.CoreV1Api(admin_api).delete_namespaced_pod(
-            attempt.pod_name, namespace, grace_period_seconds=0
+        await client.CoreV1Api(rig.api).delete_namespaced_pod(
+            attempt.pod_name, rig.namespace, grace_period_seconds=0
         )
-        await pods.wait_for_absent(
-            read=lambda: client.CoreV1Api(admin_api).read_namespaced_pod(attempt.pod_name, namespace),
-            what="the worker pod",
-        )
-        await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
-            "swarm.agentihooks.io", "v1alpha1", namespace, "executions", name
+        await rig.gone(attempt)
+        await client.CustomObjectsApi(rig.api).delete_namespaced_custom_object(
+            "swarm.agentihooks.io", "v1alpha1", rig.namespace, "executions", name
         )
 
         # A new leader: nothing tracked, no worker Pod to find the attempt by.
-        table = executions.Executions(expiry=executions.Expiry(default_ttl=None))
-        woken: list[str] = []
-        workers = worker_pods.WorkerPods(owners=table.named, wake=woken.append)
-        found = orphans.Orphans(
-            workers=workers,
-            table=table,
-            store=store,
-            executions=runtime.cluster.executions,
-            wake=woken.append,
-        )
-        assert await found.adopt() == 1
-        assert await found.adopt() == 0  # Judged once.
-        assert woken == [uid]
-        tracked = table.get(uid)
-        assert tracked is not None and tracked.gone and tracked.deleting
-        assert (tracked.namespace, tracked.name, tracked.swarm, tracked.attempt_number) == (
-            namespace,
-            name,
-            SLUG,
-            1,
-        )
-
-        steps = lifecycle.Lifecycle(
+        tracked = await adopts_once(
+            new_leader(),
             runtime=runtime,
             store=store,
-            guard=model.Unguarded(),
-            instance="test",
-            archive_deadline_seconds=60,
+            uid=uid,
+            namespace=rig.namespace,
+            name=name,
+            swarm=SLUG,
         )
-        step = await steps.step(tracked)
+        step = await rig.steps(runtime).step(tracked)
 
     assert step.settled
     assert await store.read_journal(slug=SLUG, execution=name) is None

@@ -9,12 +9,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records
-from agentihooks_swarm.controller import executions, orphans, worker_pods
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.storage import operations
 from tests.support import builders, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.fixtures_rig import Rig
+from tests.support.orphan_adoption import adopts_once, new_leader
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +30,9 @@ async def plant(api: client.ApiClient, *, namespace: str, execution: str) -> Non
 
 
 async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_once(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    swarm_crds: list[str],
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
+    rig: Rig, swarm_crds: list[str]
 ) -> None:
+    admin_api, namespace, store = rig.api, rig.namespace, rig.store
     await watching.create(admin_api, builders.execution(name="alive", namespace=namespace, swarm=SLUG))
     alive = await watching.execution(admin_api, namespace=namespace, name="alive")
     claims = {"alive": alive["metadata"]["uid"], "gone": "uid-of-the-gone-one", "elsewhere": "uid-elsewhere"}
@@ -49,31 +43,20 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
     for name in ("alive", "gone", "elsewhere", "unclaimed"):
         await plant(admin_api, namespace=namespace, execution=name)
     listed: Any = await client.CoreV1Api(admin_api).list_namespaced_pod(namespace, _preload_content=False)
-    table = executions.Executions(expiry=executions.Expiry(default_ttl=None))
-    woken: list[str] = []
-    workers = worker_pods.WorkerPods(owners=table.named, wake=woken.append)
-    workers.begin()
+    leader = new_leader()
+    leader.workers.begin()
     for item in (await listed.json())["items"]:
-        workers.apply(None, item)
-    workers.end()
-    async with runtime_for(control_plane.kubeconfig) as runtime:
-        found = orphans.Orphans(
-            workers=workers,
-            table=table,
+        leader.workers.apply(None, item)
+    leader.workers.end()
+    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
+        await adopts_once(
+            leader,
+            runtime=runtime,
             store=store,
-            executions=runtime.cluster.executions,
-            wake=woken.append,
+            uid=claims["gone"],
+            namespace=namespace,
+            name="gone",
+            swarm=SLUG,
         )
-        assert await found.adopt() == 1
-        assert await found.adopt() == 0  # Judged once.
-    assert woken == [claims["gone"]]
-    tracked = table.get(claims["gone"])
-    assert tracked is not None and tracked.gone and tracked.deleting
-    assert (tracked.namespace, tracked.name, tracked.swarm, tracked.attempt_number) == (
-        namespace,
-        "gone",
-        SLUG,
-        1,
-    )
-    assert table.named(namespace, "gone") == (claims["gone"],)
-    assert table.get(claims["alive"]) is None and table.get(claims["elsewhere"]) is None
+    assert leader.table.named(namespace, "gone") == (claims["gone"],)
+    assert leader.table.get(claims["alive"]) is None and leader.table.get(claims["elsewhere"]) is None

@@ -7,16 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.kubernetes.labels import FINALIZER
-from agentihooks_swarm.lifecycle import model, step as lifecycle
-from agentihooks_swarm.storage import operations
+from agentihooks_swarm.lifecycle import model
 from tests.support import builders, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
+from tests.support.fixtures_rig import Rig
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -29,15 +26,9 @@ def conditions(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in_synced(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    swarm_crds: list[str],
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-    redis_server: RedisServer,
+    rig: Rig, swarm_crds: list[str], redis_server: RedisServer
 ) -> None:
-    name = "runs"
+    name, admin_api, namespace = "runs", rig.api, rig.namespace
     runs = pods.protocol_annotations(phase="Running", run_for="10m")
     await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=runs))
     await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
@@ -47,14 +38,8 @@ async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in
         assert found is not None
         return found
 
-    async with runtime_for(control_plane.kubeconfig) as runtime:
-        steps = lifecycle.Lifecycle(
-            runtime=runtime,
-            store=store,
-            guard=model.Unguarded(),
-            instance="test",
-            archive_deadline_seconds=60,
-        )
+    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
+        steps = rig.steps(runtime)
         await steps.step(await tracked())  # The launch: the worker is handed its grant.
         worker = labels.worker_pod_name(execution=name, generation=1)
         await pods.wait_for_phase(admin_api, namespace=namespace, name=worker, phase="Running")

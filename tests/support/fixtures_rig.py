@@ -20,7 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records
-from agentihooks_swarm.lifecycle import events, launch, model
+from agentihooks_swarm.lifecycle import events, launch, model, step
 from agentihooks_swarm.storage import operations
 from tests.support import cleanup_passes, pods, rbac
 from tests.support.cluster import ControlPlane
@@ -69,6 +69,16 @@ class Rig:
     ) -> contextlib.AbstractAsyncContextManager[model.Runtime]:
         """The operator's runtime, through the proxy unless another ``kubeconfig`` is given."""
         return self.runtime_for(kubeconfig or self.kubeconfig, recorder=recorder, timeout=timeout)
+
+    def steps(self, runtime: model.Runtime) -> step.Lifecycle:
+        """The lifecycle's step of one Execution, on ``runtime`` and the store, unguarded."""
+        return step.Lifecycle(
+            runtime=runtime,
+            store=self.store,
+            guard=model.Unguarded(),
+            instance="test",
+            archive_deadline_seconds=60,
+        )
 
     async def remove(
         self, attempt: model.Attempt, pod: Mapping[str, Any], *, timeout: float = 3.0

@@ -6,8 +6,9 @@ says "try later" (429, 5xx) or a broken connection is an :class:`ApiUnavailable`
 :class:`ConnectionError`; a request that ran out of time is an :class:`ApiTimeout`, which *is* a
 :class:`TimeoutError`. The spec names exactly these three for a failed log read.
 
-Only the handler edge (``handlers.py``) turns these into ``kopf.TemporaryError`` or
-``kopf.PermanentError``; everything below it raises and catches these classes.
+kopf sees none of them: an Execution's step (``lifecycle/step.py``, not kopf's) turns each into a
+status, a retry or a failed cleanup pass, and the Swarm handler (``handlers.py``) logs the one it
+may meet and waits for the next event.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The kopf handlers, and nothing else: each reads its arguments, calls one function of the logic
 modules, and says what happened.
 
-Executions are not kopf's: their lifecycle is the reconciler's (:mod:`lifecycle`). kopf follows the
-Swarms, whose changes relaunch the Executions refused for an older version of them.
+Executions are not kopf's: their steps are the reconciler's (:mod:`controller.reconciler`,
+:mod:`lifecycle.step`). kopf follows the Swarms, whose changes relaunch the Executions refused for
+an older version of them.
 
 Two ways in, one set of handlers:
 

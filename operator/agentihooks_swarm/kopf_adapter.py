@@ -3,8 +3,8 @@
 kopf runs the Swarm handlers (:mod:`handlers`) and configures the process' logging; it is
 started from the operator's own ``run`` (:mod:`__main__`) through its documented embedding API,
 ``kopf.operator(...)``, in a thread of its own (:class:`Operator`), in standalone mode: which
-replica acts is decided by the operator's Lease (:mod:`leadership`), never by kopf's peering. The
-Executions' lifecycle does not run in kopf (see :mod:`lifecycle`); what remains relied on is
+replica acts is decided by the operator's Lease (:mod:`controller.leadership`), never by kopf's
+peering. The Executions' lifecycle does not run in kopf (see :mod:`lifecycle.step`); what remains relied on is
 listed here, and each item has a test (``tests/unit/test_kopf_adapter.py``,
 ``tests/integration/test_kopf_adapter.py``) that fails if a kopf release changes it:
 

@@ -93,7 +93,7 @@ class EventCapture(_Record):
 
 
 class FailureClass(enum.StrEnum):
-    """Why a worker never started, in one word (``kubernetes/failures.py`` decides)."""
+    """Why a worker never started, in one word (``capture/failures.py`` decides)."""
 
     EXIT_CODE = "exit_code"
     SIGNAL = "signal"

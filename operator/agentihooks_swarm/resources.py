@@ -108,7 +108,7 @@ def _explain(e: pydantic.ValidationError) -> str:
 
 
 def _plain(spec: Any) -> dict[str, Any]:
-    # kopf hands specs over as read-only Mapping views; anything else is not a spec at all.
+    # A spec is the API server's JSON object, or any Mapping; anything else is not a spec at all.
     return {str(k): v for k, v in spec.items()} if isinstance(spec, Mapping) else {}
 
 

@@ -1,7 +1,7 @@
 """The operator's view of its Executions, fed by one informer: which need a step, which expire.
 
 Memory follows the work in flight, not the history. :class:`Executions` is the informer's handler
-for every Execution (:mod:`kubernetes.informer`); of each it keeps either a :class:`model.Tracked`
+for every Execution (:mod:`kubernetes.informer`); of each it keeps either a :class:`lifecycle.model.Tracked`
 (while it needs steps: not Done, or being deleted, or changed since it became Invalid) or, for a
 Done one with a TTL, only when it expires (:class:`Expiry`, a heap entry of a few hundred bytes).
 

@@ -1,6 +1,6 @@
 """Only one controller acts: a coordination.k8s.io Lease, checked before each write and delete.
 
-Every replica watches; only the holder of the Lease steps Executions (:mod:`reconciler`), sweeps
+Every replica watches; only the holder of the Lease steps Executions (:mod:`.reconciler`), sweeps
 retention, expires Done Executions and relaunches after a Swarm change. :meth:`Leadership.check`
 is the hard check, before every Redis write and every delete, that a replica which lost the
 lease mid-step stops before its next write.

@@ -3,7 +3,7 @@
 Without it every record stays forever and Redis only grows (up to 64 KiB of log per container per
 refused Pod). Each pass walks the swarms listed in ``PREFIX:swarms`` and, per swarm, runs the
 store's sweep script on that swarm's retention index (its own slot, so legal on a cluster) in
-batches of :data:`store.SWEEP_BATCH`, at most :data:`MAX_BATCHES` of them per swarm and pass: the
+batches of :data:`storage.keys.SWEEP_BATCH`, at most :data:`MAX_BATCHES` of them per swarm and pass: the
 sweep never scans the keyspace and never holds Redis for long. A journal entry (an unfinished
 cleanup) is never swept, nor are the records of an execution that has not retained yet.
 """

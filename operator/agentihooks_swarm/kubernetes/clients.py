@@ -1,4 +1,4 @@
-"""The operator's Kubernetes clients, one for each kind it touches, all on one :class:`Transport`
+"""The operator's Kubernetes clients, one for each kind it touches, all on one :class:`transport.Transport`
 (one connection pool, one hold after a 429): :func:`build` makes them from an ``ApiClient``."""
 
 from __future__ import annotations

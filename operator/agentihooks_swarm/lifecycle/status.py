@@ -1,11 +1,13 @@
 """What an Execution's status says: its phase and conditions, as pure functions.
 
-The handlers decide *when* to answer; this module decides *what* the answer says, so every
-phase, condition reason and message is built (and unit-tested) in one place. An :class:`Answer`
-is written with :func:`apply` onto kopf's status patch; a condition that did not change is not
-written again, and the other conditions are kept.
+The step (:mod:`lifecycle.step`) decides *when* to answer; this module decides *what* the answer
+says, so every phase, condition reason and message is built (and unit-tested) in one place. An
+:class:`Answer` is written with :func:`apply` onto the step's status patch (one merge patch of
+the status subresource); a condition that did not change is not written again, and the other
+conditions are kept.
 
-Every answer a user can get is here: the README's troubleshooting table lists the same reasons.
+Every answer a user can get is here: the troubleshooting table of docs/operations.md lists the
+same reasons.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def put(patch: MutableMapping[str, Any], status: Mapping[str, Any], field: str, 
 
 
 def apply(patch: MutableMapping[str, Any], status: Mapping[str, Any], answer: Answer) -> None:
-    """Write ``answer`` onto kopf's status patch (``patch.status``), given the current ``status``."""
+    """Write ``answer`` onto the status patch ``patch``, given the current ``status``."""
     if answer.phase is not None:
         put(patch, status, "phase", answer.phase)
     for field, value in answer.fields.items():

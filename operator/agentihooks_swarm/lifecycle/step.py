@@ -2,7 +2,7 @@
 
 Every trigger — a new Execution, a change of its spec or relaunch annotation, its deletion, the
 periodic resync, a restart — ends in :meth:`Lifecycle.step`, called by the reconciler's workers,
-which never run two steps of one Execution at once (:mod:`workqueue`). A step reads what it needs
+which never run two steps of one Execution at once (:mod:`controller.workqueue`). A step reads what it needs
 (the records in one round trip, the worker Pod), acts, and then writes the Execution once: one
 status patch that only applies to the Execution it read (its UID), the operator's finalizer, and
 its Events. So there is one path for the status and one for the Events, whatever the trigger.

@@ -60,18 +60,9 @@ async def until_answered(watch: failover.PrimaryWatch) -> int:
     raise AssertionError("the watch never reached the new primary")
 
 
-def sentinel_settings(topology: SentinelTopology) -> settings.Settings:
-    return settings.Settings(
-        redis_mode="sentinel",
-        redis_sentinels=topology.addresses,
-        redis_min_replicas=0,
-        redis_timeout_seconds=3,
-    )
-
-
 async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: SentinelTopology) -> None:
     collector = metrics.Metrics()
-    async with operations.open_store(sentinel_settings(topology), metrics=collector) as store:
+    async with operations.open_store(topology.settings(redis_min_replicas=0), metrics=collector) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(
             store=store, recent=store.recent, metrics=collector, holds=lambda: True, interval=0.1
@@ -134,7 +125,7 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: S
     """The step that wrote the capture, retried on the lagging new primary, finds its Pod gone and
     retains it without the capture, through the same process: the capture still comes back."""
     collector = metrics.Metrics()
-    async with operations.open_store(sentinel_settings(topology), metrics=collector) as store:
+    async with operations.open_store(topology.settings(redis_min_replicas=0), metrics=collector) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
         assert await watch.check() == 0
@@ -218,7 +209,7 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
     """Two operator replicas: the one that led before (its writes replicated) and the leader now
     (its writes lost). Only the leader restores, each record once; what another writer stored on
     the new primary meanwhile stays, with the captures it lacked added."""
-    config = sentinel_settings(topology)
+    config = topology.settings(redis_min_replicas=0)
     leading = {"a": False, "b": True}
     metrics_a, metrics_b = metrics.Metrics(), metrics.Metrics()
     async with (
@@ -291,7 +282,7 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
 async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology: SentinelTopology) -> None:
     """``records forget`` leaves a tombstone, and a name's new owner is another life: the records
     an earlier life wrote stay gone, though the process that wrote them still holds them."""
-    config = sentinel_settings(topology)
+    config = topology.settings(redis_min_replicas=0)
     collector = metrics.Metrics()
     async with operations.open_store(config, metrics=collector) as store:
         assert store.recent is not None
@@ -346,7 +337,7 @@ async def test_a_topology_the_watch_cannot_follow_is_said_not_skipped_silently(
     with contextlib.ExitStack() as stack:
         if topology_kind == "cluster":
             cluster = stack.enter_context(ClusterTopology())
-            config = settings.Settings(redis_mode="cluster", redis_url=cluster.url, redis_timeout_seconds=3)
+            config = cluster.settings()
         else:
             server = RedisServer()
             server.start()

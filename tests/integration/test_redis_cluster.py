@@ -53,13 +53,7 @@ def topology() -> Iterator[ClusterTopology]:
 
 
 def _settings(topology: ClusterTopology) -> settings.Settings:
-    return settings.Settings(
-        redis_mode="cluster",
-        redis_url=topology.url,
-        redis_min_replicas=1,
-        redis_min_replicas_timeout_seconds=1,
-        redis_timeout_seconds=3,
-    )
+    return topology.settings(redis_min_replicas=1, redis_min_replicas_timeout_seconds=1)
 
 
 @contextlib.asynccontextmanager
@@ -136,6 +130,25 @@ async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
     assert gone.returncode == 1, gone.stderr
 
 
+def _read(people: store_.Store, topology: ClusterTopology, execution: str, *, seed: int) -> str | None:
+    """``execution``'s launch capture as the spec's read command reads it, retried for 60 s while
+    the cluster does not serve the read."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            raw = people.redis.hget(people.key(SLUG, store_.STARTUP_DIAGNOSTICS), execution)
+        except (
+            redis.exceptions.ClusterDownError,
+            redis.exceptions.SlotNotCoveredError,
+            redis.exceptions.ConnectionError,
+        ):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"seed {seed}: no read in 60 s\n{topology.describe()}") from None
+            time.sleep(0.5)
+            continue
+        return None if raw is None else str(raw)
+
+
 async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
     topology: ClusterTopology, control_plane: ControlPlane, admin_api: client.ApiClient, namespace: str
 ) -> None:
@@ -191,23 +204,9 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
     except RedisServerError as e:
         print(f"seed {seed}: reading anyway; {e}")
 
-    def read(execution: str) -> str | None:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                raw = people.redis.hget(people.key(SLUG, store_.STARTUP_DIAGNOSTICS), execution)
-            except (
-                redis.exceptions.ClusterDownError,
-                redis.exceptions.SlotNotCoveredError,
-                redis.exceptions.ConnectionError,
-            ):
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"seed {seed}: no read in 60 s\n{topology.describe()}") from None
-                time.sleep(0.5)
-                continue
-            return None if raw is None else str(raw)
-
-    missing = burst.lost(planted, removed, read=read)
+    missing = burst.lost(
+        planted, removed, read=lambda execution: _read(people, topology, execution, seed=seed)
+    )
     deleted = sum(removed.values())
     print(
         f"seed {seed}: slot {key_slot(index.encode())} moved {moves}; {len(planted)} refused pods, "

@@ -50,13 +50,7 @@ def topology() -> Iterator[SentinelTopology]:
 
 
 def _settings(topology: SentinelTopology, *, min_replicas: int) -> settings.Settings:
-    return settings.Settings(
-        redis_mode="sentinel",
-        redis_sentinels=topology.addresses,
-        redis_min_replicas=min_replicas,
-        redis_min_replicas_timeout_seconds=1,
-        redis_timeout_seconds=3,
-    )
+    return topology.settings(redis_min_replicas=min_replicas, redis_min_replicas_timeout_seconds=1)
 
 
 @contextlib.asynccontextmanager

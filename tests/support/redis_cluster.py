@@ -22,6 +22,7 @@ from typing import Any
 import redis
 from redis.crc import key_slot
 
+from agentihooks_swarm import settings as settings_
 from tests.support.redis_server import RedisServer, RedisServerError, free_port
 
 NODE_TIMEOUT_MS = 1000
@@ -81,6 +82,13 @@ class ClusterTopology:
     def url(self) -> str:
         """``AGENTIHOOKS_SWARM_REDIS_URL`` for cluster mode: any node."""
         return self.servers[0].url
+
+    def settings(self, **options: Any) -> settings_.Settings:
+        """The operator's settings for this cluster (any node, a 3 s Redis timeout), with ``options``
+        (``redis_min_replicas=1``...)."""
+        return settings_.Settings(
+            redis_mode="cluster", redis_url=self.url, redis_timeout_seconds=3, **options
+        )
 
     def _cli(self, *args: str, timeout: float = 60) -> str:
         result = subprocess.run(

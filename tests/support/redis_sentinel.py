@@ -20,6 +20,7 @@ from typing import Any
 
 import redis
 
+from agentihooks_swarm import settings as settings_
 from tests.support.redis_relay import Relay
 from tests.support.redis_server import RedisServer, RedisServerError, free_port
 
@@ -111,6 +112,13 @@ class SentinelTopology:
     def addresses(self) -> str:
         """``AGENTIHOOKS_SWARM_REDIS_SENTINELS`` for this topology."""
         return ",".join(f"{s.host}:{s.port}" for s in self.sentinels)
+
+    def settings(self, **options: Any) -> settings_.Settings:
+        """The operator's settings for this topology (its Sentinels, a 3 s Redis timeout), with
+        ``options`` (``redis_min_replicas=1``...)."""
+        return settings_.Settings(
+            redis_mode="sentinel", redis_sentinels=self.addresses, redis_timeout_seconds=3, **options
+        )
 
     def primary_port(self, sentinel: Sentinel | None = None) -> int:
         """The primary's port as a Sentinel names it."""

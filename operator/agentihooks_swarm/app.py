@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import pathlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Final
@@ -33,10 +34,10 @@ from agentihooks_swarm.controller import (
     worker_pods,
 )
 from agentihooks_swarm.controller.workqueue import KeyedQueue
-from agentihooks_swarm.kubernetes import api, clients, event_index, informer
+from agentihooks_swarm.kubernetes import api, clients, event_index, informer, secrets
 from agentihooks_swarm.lifecycle import model, quota as quota_, step as lifecycle
-from agentihooks_swarm.storage import failover, operations
-from agentihooks_swarm.swarm import status as swarms_
+from agentihooks_swarm.storage import acl, failover, operations
+from agentihooks_swarm.swarm import credentials as credentials_, status as swarms_, worker_secret
 
 #: How often the expiry task looks at the earliest due Execution.
 EXPIRY_TICK_SECONDS: Final = 1.0
@@ -58,6 +59,8 @@ class App:
     swarms: swarms_.SwarmStatus
     #: None when the store keeps no recent evidence (a store a test or the bench built).
     primary: failover.PrimaryWatch | None = None
+    #: The swarms' worker Redis credentials (docs/workers.md).
+    credentials: credentials_.WorkerCredentials | None = None
 
     @property
     def quota(self) -> quota_.Quota | None:
@@ -80,6 +83,8 @@ class App:
             tasks.append(supervisor_.Runnable(name="retention", run=self._sweep))
         if self.quota is not None:
             tasks.append(supervisor_.Runnable(name="quota", run=self._measure))
+        if self.credentials is not None:
+            tasks.append(supervisor_.Runnable(name="worker credentials", run=self.credentials.run))
         return tasks
 
     async def _lead(self) -> None:
@@ -185,6 +190,7 @@ def build(
     )
     pods_table = worker_pods.WorkerPods(owners=table.named, wake=queue.add)
     watches = _watches(settings=settings, cluster=cluster, table=table, index=index, workers=pods_table)
+    made = _credentials(settings=settings, runtime=runtime, store=store, leader=leader, identity=identity)
     steps = _lifecycle(
         settings=settings,
         runtime=runtime,
@@ -192,6 +198,7 @@ def build(
         leader=leader,
         identity=identity,
         legacy=legacy_finalizers,
+        credentials=made,
     )
     return App(
         settings=settings,
@@ -227,7 +234,10 @@ def build(
         ),
         primary=None
         if store.recent is None
-        else failover.PrimaryWatch(store=store, recent=store.recent, metrics=metrics, holds=leader.holds),
+        else failover.PrimaryWatch(
+            store=store, recent=store.recent, metrics=metrics, holds=leader.holds, on_change=made.wake
+        ),
+        credentials=made,
     )
 
 
@@ -239,6 +249,7 @@ def _lifecycle(
     leader: leadership.Leadership,
     identity: str,
     legacy: frozenset[str],
+    credentials: credentials_.WorkerCredentials,
 ) -> lifecycle.Lifecycle:
     """The steps, with the swarms' byte quota they hold launches to."""
     return lifecycle.Lifecycle(
@@ -249,6 +260,36 @@ def _lifecycle(
         archive_deadline_seconds=settings.archive_deadline_seconds,
         legacy_finalizers=legacy,
         quota=quota_.Quota(store=store, metrics=runtime.metrics, bound=settings.swarm_quota_bytes),
+        credentials=credentials,
+    )
+
+
+def _credentials(
+    *,
+    settings: settings_.Settings,
+    runtime: model.Runtime,
+    store: operations.AsyncStore,
+    leader: leadership.Leadership,
+    identity: str,
+) -> credentials_.WorkerCredentials:
+    """The swarms' worker Redis users and their Secrets, on the runtime's clients and the store."""
+    cluster = runtime.cluster
+    ca = None if settings.redis_ca_file is None else pathlib.Path(settings.redis_ca_file).read_text()
+    return credentials_.WorkerCredentials(
+        secrets=secrets.SecretClient(transport=cluster.transport),
+        swarms=cluster.swarms,
+        events=cluster.events,
+        users=acl.WorkerUsers(connection=store),
+        metrics=runtime.metrics,
+        content=worker_secret.Content(
+            address=worker_secret.address(settings), prefix=settings.key_prefix, ca=ca
+        ),
+        slugs=store.slugs,
+        namespace=settings.namespace,
+        holds=leader.holds,
+        interval=settings.worker_credentials_interval_seconds,
+        rotation_seconds=settings.worker_credentials_rotation_seconds,
+        instance=identity,
     )
 
 

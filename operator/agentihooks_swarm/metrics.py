@@ -30,6 +30,7 @@ class Metrics:
         self._redis()
         self._retention()
         self._operator()
+        self._workers()
 
     def _captures(self) -> None:
         """What the captures found, and how their reads went."""
@@ -247,6 +248,17 @@ class Metrics:
         self.executions_tracked = prometheus_client.Gauge(
             "agentihooks_swarm_executions_tracked",
             "Executions that need steps (not Done), as this replica's watch sees them.",
+            registry=self.registry,
+        )
+
+    def _workers(self) -> None:
+        """The workers' Redis credentials (swarm/credentials.py)."""
+        self.worker_credentials = prometheus_client.Counter(
+            "agentihooks_swarm_worker_credentials",
+            "A swarm's worker credential made, kept, rotated or refused, by result (redis_refused: Redis "
+            "refuses ACL SETUSER, supply one; secret_refused: the API server refuses the Secret).",
+            # result: made|kept|rotated|previous_dropped|supplied|not_ours|redis_refused|secret_refused|failed
+            ["result"],
             registry=self.registry,
         )
 

@@ -128,6 +128,26 @@ class Settings(pydantic.BaseModel):
         default=15.0, ge=5, description="How long a leader's Lease lasts without renewal."
     )
 
+    worker_redis_url: str | None = pydantic.Field(
+        default=None,
+        description="The Redis address a worker reports to, given to it in its Swarm's Secret "
+        "swarm-worker-redis-SWARM (docs/workers.md): redis://host:port/db or rediss://. Unset: REDIS_URL "
+        "without its user and password (sentinel mode: the Sentinels of REDIS_SENTINELS).",
+    )
+    worker_credentials_interval_seconds: float = pydantic.Field(
+        default=300.0,
+        gt=0,
+        description="Seconds between the leader's passes over the workers' Redis users: each is made "
+        "again (a restarted Redis or a new primary has lost it), rotated when due, and a replaced "
+        "password is dropped on the first pass one interval after its rotation.",
+    )
+    worker_credentials_rotation_seconds: float = pydantic.Field(
+        default=86_400.0,
+        ge=0,
+        description="How often each swarm's worker password is replaced; the previous one stays valid "
+        "for one more WORKER_CREDENTIALS_INTERVAL_SECONDS. 0 never rotates.",
+    )
+
     @pydantic.model_validator(mode="after")
     def _topology(self) -> Settings:
         if self.redis_mode == "sentinel" and not self.sentinel_addresses:

@@ -25,6 +25,7 @@ WORKER_RULES: Final = {
     ("", "configmaps", "get", "*"),
     ("", "configmaps", "create", "*"),
     *{("", "services", verb, "*") for verb in ("get", "list", "create", "delete")},
+    *{("", "secrets", verb, "*") for verb in ("get", "create", "patch")},
     *{(group, "events", verb, "*") for group in ("", "events.k8s.io") for verb in ("create", "patch")},
     ("", "events", "list", "*"),
     ("", "events", "watch", "*"),
@@ -127,6 +128,8 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_RETENTION_SWEEP_INTERVAL_SECONDS",
         "AGENTIHOOKS_SWARM_SWARM_QUOTA_BYTES",
         "AGENTIHOOKS_SWARM_KEY_PREFIX",
+        "AGENTIHOOKS_SWARM_WORKER_CREDENTIALS_INTERVAL_SECONDS",
+        "AGENTIHOOKS_SWARM_WORKER_CREDENTIALS_ROTATION_SECONDS",
         "AGENTIHOOKS_SWARM_NAMESPACE",
         "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS",
         "AGENTIHOOKS_SWARM_METRICS_PORT",
@@ -156,6 +159,18 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
     assert parsed.key_prefix == "agentihooks-swarm"
     assert parsed.startup_deadline_seconds == 600
     assert (parsed.redis_mode, parsed.redis_min_replicas, parsed.retention_seconds) == ("standalone", 0, 0)
+    assert parsed.worker_credentials_interval_seconds == 300
+    assert parsed.worker_credentials_rotation_seconds == 86400
+
+
+def test_workers_reach_redis_at_the_address_the_values_give(chart: Chart) -> None:
+    workers = {"url": "rediss://edge.example:6380/0", "rotationSeconds": 0}
+    env = chart.render({"redis": {"workers": workers}}).env()
+    assert env["AGENTIHOOKS_SWARM_WORKER_REDIS_URL"]["value"] == "rediss://edge.example:6380/0"
+    plain = {name: e["value"] for name, e in env.items() if "value" in e}
+    parsed = settings.Settings.from_env({**plain, "AGENTIHOOKS_SWARM_REDIS_PASSWORD": "x"})
+    assert parsed.worker_redis_url == "rediss://edge.example:6380/0"
+    assert parsed.worker_credentials_rotation_seconds == 0
 
 
 def test_ttl_null_keeps_done_executions(chart: Chart) -> None:

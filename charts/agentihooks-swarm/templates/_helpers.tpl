@@ -145,6 +145,14 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ int64 $redis.swarmQuotaBytes | quote }}
 - name: AGENTIHOOKS_SWARM_KEY_PREFIX
   value: {{ $redis.keyPrefix | quote }}
+{{- if $redis.workers.url }}
+- name: AGENTIHOOKS_SWARM_WORKER_REDIS_URL
+  value: {{ $redis.workers.url | quote }}
+{{- end }}
+- name: AGENTIHOOKS_SWARM_WORKER_CREDENTIALS_INTERVAL_SECONDS
+  value: {{ $redis.workers.intervalSeconds | quote }}
+- name: AGENTIHOOKS_SWARM_WORKER_CREDENTIALS_ROTATION_SECONDS
+  value: {{ $redis.workers.rotationSeconds | quote }}
 {{- if not .Values.watch.allNamespaces }}
 - name: AGENTIHOOKS_SWARM_NAMESPACE
   value: {{ include "agentihooks-swarm.workerNamespace" . | quote }}
@@ -195,6 +203,13 @@ without Helm.
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, delete]
+# The workers' Redis credential (docs/workers.md): one Secret per Swarm, swarm-worker-redis-SWARM,
+# read by name, created, and patched when its password rotates. Never list, watch or delete (it
+# goes with its Swarm). get cannot be narrowed by name (the names follow the Swarms), so the
+# operator can read any Secret of the worker namespace: keep other Secrets out of it.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch]
 # The operator posts Events about the Executions it handles (and kopf, rarely, about the Swarms).
 - apiGroups: ["", events.k8s.io]
   resources: [events]

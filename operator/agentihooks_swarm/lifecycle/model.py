@@ -99,6 +99,15 @@ class Runtime:
         return event_index.IndexedReader(client=self.cluster.pods, index=self.events)
 
 
+class Credentials(Protocol):
+    """A swarm's worker Redis credential, made before its workers launch
+    (:class:`agentihooks_swarm.swarm.credentials.WorkerCredentials`)."""
+
+    async def ensure(self, *, swarm: Mapping[str, Any]) -> str | None:
+        """The Secret the worker Pods of ``swarm`` (the Swarm object) mount; None: none."""
+        ...
+
+
 class Guard(Protocol):
     """Checked before each write and delete: raises :class:`errors.NotLeader` when this replica
     may not act."""

@@ -116,6 +116,8 @@ class Lifecycle:
     legacy_finalizers: frozenset[str] = frozenset()
     #: The swarms' byte quota: at it, a swarm's new Executions wait (None: no quota).
     quota: quota_.Quota | None = None
+    #: The swarms' worker Redis credentials, made before a launch (None: workers get none).
+    credentials: model.Credentials | None = None
 
     async def step(self, tracked: model.Tracked) -> Step:
         """Move one Execution as far as it can go now; see the module docstring."""
@@ -189,7 +191,10 @@ class Lifecycle:
         self.guard.check(before=f"launching {tracked.name}")
         if not await self._hold(work) or not await self._claim(work):
             return None
-        return await self._hand(work, execution=execution, swarm=swarm, stamp=stamp)
+        made, credential = await self._credential(work, raw=raw)
+        if not made:
+            return None
+        return await self._hand(work, execution=execution, swarm=swarm, stamp=stamp, credential=credential)
 
     async def _recorded(self, work: _Work) -> tuple[bool, records.HandResult | None]:
         """Whether Redis could say, and the hand of a launch whose status was never written (the
@@ -347,8 +352,30 @@ class Lifecycle:
         work.settled = True
         return False
 
+    async def _credential(self, work: _Work, *, raw: Mapping[str, Any]) -> tuple[bool, str | None]:
+        """The swarm's worker credential before its worker exists: whether the launch goes on, and
+        the Secret its Pod mounts. A refused one is the Swarm's to tell (the worker launches
+        without); one that cannot be made now (API server or Redis away) waits for the next step."""
+        if self.credentials is None:
+            return True, None
+        try:
+            return True, await self.credentials.ensure(swarm=raw)
+        except (errors.ApiUnavailable, errors.ApiTimeout) as e:
+            work.answer(status_.launch_failed(e, retry_seconds=LAUNCH_RETRY))
+            work.retry_after = LAUNCH_RETRY
+        except errors.StoreUnavailable as e:
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = RECORD_RETRY
+        return False, None
+
     async def _hand(
-        self, work: _Work, *, execution: resources.ExecutionSpec, swarm: resources.SwarmSpec, stamp: str
+        self,
+        work: _Work,
+        *,
+        execution: resources.ExecutionSpec,
+        swarm: resources.SwarmSpec,
+        stamp: str,
+        credential: str | None = None,
     ) -> records.HandResult | None:
         tracked = work.tracked
         try:
@@ -359,6 +386,7 @@ class Lifecycle:
                 execution=execution,
                 notify=work.notes,
                 guard=self.guard,
+                credential=credential,
             )
         except errors.SpecRejected as e:
             answer = status_.rejected(e, swarm_stamp=stamp)

@@ -323,6 +323,9 @@ class PrimaryWatch:
     #: Whether this replica holds the Lease now.
     holds: Callable[[], bool]
     interval: float = INTERVAL
+    #: Told of each new primary, on every replica (the workers' Redis users are per server, and a
+    #: promoted replica or a restarted primary may not have them: swarm/credentials.py).
+    on_change: Callable[[], None] | None = None
     #: The replication id last seen, and whether a restore is owed (a change, and no full restore
     #: since: a restore that failed midway is done again on the next look).
     _seen: str | None = None
@@ -366,6 +369,8 @@ class PrimaryWatch:
                 else "this replica does not lead, so the leader checks what it wrote.",
             )
             self._owed = self.holds()
+            if self.on_change is not None:
+                self.on_change()
         self._seen = now
         if not self._owed:
             return 0

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import records, store as store_
 from agentihooks_swarm.storage import operations
-from tests.support import builders, commands, watching
+from tests.support import builders, commands, stored_records, watching
 from tests.support.cluster import ControlPlane
 from tests.support.proxy import FaultProxy
 
@@ -38,28 +38,10 @@ async def claimed(store: operations.AsyncStore, *, execution: str, uid: str, nam
     """The name claimed for ``uid``, with a retained record, as a Done attempt leaves it."""
     owner = records.Owner(uid=uid, namespace=namespace, at="2026-12-03T00:00:00Z")
     assert await store.claim(slug=SLUG, execution=execution, owner=owner) == owner
-    final = records.FinalRecord(
-        execution=execution,
-        generation=1,
-        state=records.FinalState.FAILED,
-        transcript_end=0,
-        outcome=store.key(SLUG, store_.OUTCOMES),
-    )
-    await store.record_final(slug=SLUG, final=final)
-    pinned = await store.pin_journal(
-        slug=SLUG,
-        journal=records.Journal(
-            execution=execution, generation=1, pinned=records.Objects(pods=[], services=[])
-        ),
-    )
+    retained = stored_records.retained(execution=execution, outcome=store.key(SLUG, store_.OUTCOMES))
+    await store.record_final(slug=SLUG, final=retained.final)
+    pinned = await store.pin_journal(slug=SLUG, journal=stored_records.journal(execution=execution))
     assert isinstance(pinned, records.Journal)
-    retained = records.Retained(
-        execution=execution,
-        final=final,
-        watermark=0,
-        archived=True,
-        removed=records.RemovedObjects(pods=[], services=[]),
-    )
     assert await store.retain(slug=SLUG, retained=retained, journal_version=pinned.version or 0) is retained
     return owner
 

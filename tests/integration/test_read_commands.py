@@ -12,16 +12,13 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from kubernetes_asyncio import client
 
 from agentihooks_swarm import errors, records, settings, store as store_
 from agentihooks_swarm.lifecycle import cleanup
 from agentihooks_swarm.storage import operations
-from tests.support.cleanup_passes import run_pass
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import RuntimeFactory
-from tests.support.planting import PLANTED, SLUG, attempt_for, plant_pod
-from tests.support.proxy import FaultProxy
+from tests.support import stored_records
+from tests.support.fixtures_rig import Rig
+from tests.support.planting import PLANTED, SLUG
 from tests.support.read_commands import READ_JOURNAL, READ_RETAINED
 from tests.support.redis_server import RedisServer
 
@@ -40,23 +37,13 @@ async def run(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 # Among the slowest tests on a loaded machine: it runs the documented read commands as users do,
 # six Python processes, each importing the operator's package.
-async def test_journal_and_retained_read_commands(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    runtime_for: RuntimeFactory,
-    store: operations.AsyncStore,
-    redis_url: str,
-    tmp_path: Path,
-) -> None:
-    attempt = attempt_for(namespace)
-    pod = await plant_pod(admin_api, control_plane, attempt=attempt, exit_code=78, reason="Error")
-    kubeconfig = fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-    fault_proxy.fail(status=403, path=r".*/log$", times=1)
-    async with runtime_for(kubeconfig) as runtime:
+async def test_journal_and_retained_read_commands(rig: Rig, redis_url: str) -> None:
+    attempt = rig.attempt()
+    pod = await rig.plant(attempt, exit_code=78, reason="Error")
+    rig.fault("403", path=r".*/log$", times=1)
+    async with rig.runtime() as runtime:
         with pytest.raises(cleanup.PassFailed):
-            await run_pass(runtime, store, attempt)
+            await rig.cleanup(runtime, attempt)
 
         journal = await run(redis_url, "-c", READ_JOURNAL, SLUG, attempt.execution)
         assert journal.returncode == 0, journal.stderr
@@ -74,7 +61,7 @@ async def test_journal_and_retained_read_commands(
         view = await run(redis_url, "-m", "agentihooks_swarm", "records", "journal", SLUG, attempt.execution)
         assert json.loads(view.stdout) == json.loads(journal.stdout)
 
-        await run_pass(runtime, store, attempt)
+        await rig.cleanup(runtime, attempt)
 
     retained = await run(redis_url, "-c", READ_RETAINED, SLUG, attempt.execution)
     assert retained.returncode == 0, retained.stderr
@@ -96,32 +83,20 @@ async def test_worker_cli_reports_heartbeats_and_the_first_outcome(
     redis_url: str, store: operations.AsyncStore
 ) -> None:
     worker_env = ("--slug", SLUG, "--execution", "e9", "--generation", "1")
-    beat = await run(
-        redis_url,
-        "-m",
-        "agentihooks_swarm",
-        "worker",
-        *worker_env,
-        "heartbeat",
-        "--transcript",
-        "100",
-        "--archived",
-        "60",
-    )
-    assert beat.returncode == 0, beat.stderr
-    older = await run(
-        redis_url,
-        "-m",
-        "agentihooks_swarm",
-        "worker",
-        *worker_env,
-        "heartbeat",
-        "--transcript",
-        "90",
-        "--archived",
-        "10",
-    )
-    assert older.returncode == 0, older.stderr
+    for transcript, archived in (("100", "60"), ("90", "10")):
+        beat = await run(
+            redis_url,
+            "-m",
+            "agentihooks_swarm",
+            "worker",
+            *worker_env,
+            "heartbeat",
+            "--transcript",
+            transcript,
+            "--archived",
+            archived,
+        )
+        assert beat.returncode == 0, beat.stderr
     heartbeat = await store.read_heartbeat(slug=SLUG, execution="e9")
     assert heartbeat is not None and (heartbeat.transcript, heartbeat.archived) == (
         100,
@@ -160,20 +135,11 @@ async def test_a_pass_reads_an_attempts_records_together_and_parses_only_what_it
     slug, execution = SLUG, "together"
     final = await store.record_final(
         slug=slug,
-        final=records.FinalRecord(
-            execution=execution,
-            generation=1,
-            state=records.FinalState.REFUSED,
-            transcript_end=0,
-            outcome=store.key(slug, store_.OUTCOMES),
+        final=stored_records.final(
+            execution=execution, state=records.FinalState.REFUSED, outcome=store.key(slug, store_.OUTCOMES)
         ),
     )
-    journal = await store.pin_journal(
-        slug=slug,
-        journal=records.Journal(
-            execution=execution, generation=1, pinned=records.Objects(pods=[], services=[])
-        ),
-    )
+    journal = await store.pin_journal(slug=slug, journal=stored_records.journal(execution=execution))
     await store.redis.hset(store.key(slug, store_.HEARTBEATS), execution, "{not json")
 
     together = await store.read_attempt(slug=slug, execution=execution)
@@ -193,12 +159,8 @@ async def test_a_refused_hand_is_saved_with_its_final_record_and_an_earlier_fina
     store: operations.AsyncStore,
 ) -> None:
     def final(execution: str, state: records.FinalState) -> records.FinalRecord:
-        return records.FinalRecord(
-            execution=execution,
-            generation=1,
-            state=state,
-            transcript_end=0,
-            outcome=store.key(SLUG, store_.OUTCOMES),
+        return stored_records.final(
+            execution=execution, state=state, outcome=store.key(SLUG, store_.OUTCOMES)
         )
 
     reason = records.HandReason.PROJECT_UNPERMITTED

@@ -10,21 +10,14 @@ import pytest
 
 from agentihooks_swarm import records, settings
 from agentihooks_swarm.storage import keys, operations, topology
+from tests.support.clocks import Clock
 
 SLUG = "summary"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(now=1_800_000_000.0)
 
 
 @pytest.fixture

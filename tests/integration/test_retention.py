@@ -21,23 +21,16 @@ from agentihooks_swarm import records, settings, store as store_
 from agentihooks_swarm.controller import retention
 from agentihooks_swarm.lifecycle import model
 from agentihooks_swarm.storage import keys, operations
+from tests.support.clocks import Clock
 
 pytestmark = pytest.mark.integration
 
 SLUG = "retention"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 async def clocked(redis_url: str) -> AsyncIterator[tuple[operations.AsyncStore, Clock]]:
-    clock = Clock()
+    clock = Clock(now=1_000_000.0)
     client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
     opened = operations.AsyncStore(client=client, prefix="agentihooks-swarm", clock=clock)
     try:

@@ -11,6 +11,7 @@ import pytest
 from agentihooks_swarm import records
 from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import event_index
+from tests.support.clocks import Clock
 
 
 def event(
@@ -47,14 +48,6 @@ def event(
         "reportingInstance": "node",
         **more,
     }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def dumped(raw: list[dict[str, Any]]) -> list[Any]:

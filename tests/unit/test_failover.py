@@ -5,18 +5,11 @@ from __future__ import annotations
 from agentihooks_swarm import records
 from agentihooks_swarm.storage import failover
 from tests.support import stored_records
+from tests.support.clocks import Clock
 from tests.support.stored_records import capture
 
 A = records.dump(records.Owner(uid="uid-a", namespace="ns", at="2026-12-04T00:00:00Z"))
 B = records.dump(records.Owner(uid="uid-b", namespace="ns", at="2026-12-04T01:00:00Z"))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def startup(line: str) -> str:

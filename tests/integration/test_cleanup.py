@@ -283,11 +283,12 @@ class LosesLeadership:
 async def test_a_replica_that_loses_the_lease_stops_before_its_next_write_or_delete(
     rig: Rig, step: str
 ) -> None:
+    guard = LosesLeadership(before=step)
     attempt = rig.attempt()
     await rig.plant(attempt, exit_code=78)
     async with rig.runtime() as runtime:
         with pytest.raises(leadership.NotLeader):
-            await rig.cleanup(runtime, attempt, guard=LosesLeadership(before=step))
+            await rig.cleanup(runtime, attempt, guard=guard)
         if step != "moving the journal":
             assert rig.proxy.count(method="DELETE") == 0
             assert await rig.exists(attempt)

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import pathlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Final
 
 from agentihooks_swarm import (
@@ -223,21 +223,47 @@ def build(
         ),
         informers=watches,
         supervisor=supervisor_.Supervisor(metrics=metrics),
-        swarms=swarms_.SwarmStatus(
-            cluster=cluster,
-            store=store,
-            metrics=metrics,
-            namespace=settings.namespace,
-            holds=leader.holds,
-            interval=settings.cleanup_interval_seconds,
-            instance=identity,
+        swarms=_swarm_status(
+            settings=settings, runtime=runtime, store=store, leader=leader, identity=identity
         ),
-        primary=None
-        if store.recent is None
-        else failover.PrimaryWatch(
-            store=store, recent=store.recent, metrics=metrics, holds=leader.holds, on_change=made.wake
-        ),
+        primary=_primary(store=store, metrics=metrics, leader=leader, on_change=made.wake),
         credentials=made,
+    )
+
+
+def _swarm_status(
+    *,
+    settings: settings_.Settings,
+    runtime: model.Runtime,
+    store: operations.AsyncStore,
+    leader: leadership.Leadership,
+    identity: str,
+) -> swarms_.SwarmStatus:
+    """The leader's loop over the Swarms' status (refusals, budget, slug)."""
+    return swarms_.SwarmStatus(
+        cluster=runtime.cluster,
+        store=store,
+        metrics=runtime.metrics,
+        namespace=settings.namespace,
+        holds=leader.holds,
+        interval=settings.cleanup_interval_seconds,
+        instance=identity,
+    )
+
+
+def _primary(
+    *,
+    store: operations.AsyncStore,
+    metrics: metrics_.Metrics,
+    leader: leadership.Leadership,
+    on_change: Callable[[], None],
+) -> failover.PrimaryWatch | None:
+    """The watch of the Redis primary (None when the store keeps no recent evidence: a store a test
+    or the bench built); ``on_change`` is told of each new primary."""
+    if store.recent is None:
+        return None
+    return failover.PrimaryWatch(
+        store=store, recent=store.recent, metrics=metrics, holds=leader.holds, on_change=on_change
     )
 
 

@@ -276,7 +276,7 @@ def secret_refused(swarm: SwarmRef, e: errors.ApiRefused) -> Verdict:
         reason="SecretRefused",
         message=f"The API server refused the worker credential Secret {swarm.secret}: {e}. Grant the "
         "operator get, create and patch on secrets in this namespace (docs/workers.md); until then its "
-        "workers get no Redis credential.",
+        "workers mount a Secret of that name only if an admin supplied one.",
     )
 
 

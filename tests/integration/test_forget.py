@@ -13,8 +13,7 @@ from kubernetes_asyncio import client
 from agentihooks_swarm import records, store as store_
 from agentihooks_swarm.storage import operations
 from tests.support import builders, commands, stored_records, watching
-from tests.support.cluster import ControlPlane
-from tests.support.proxy import FaultProxy
+from tests.support.fixtures_rig import Rig
 
 pytestmark = pytest.mark.integration
 
@@ -53,19 +52,20 @@ async def delete_execution(api: client.ApiClient, *, namespace: str, name: str) 
 
 
 async def test_forget_refuses_while_the_owning_execution_exists_and_frees_the_name_once_it_is_gone(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    swarm_crds: list[str],
-    store: operations.AsyncStore,
-    redis_url: str,
+    rig: Rig, swarm_crds: list[str], redis_url: str
 ) -> None:
-    name = "held"
+    name, admin_api, namespace, store, kubeconfig = (
+        "held",
+        rig.api,
+        rig.namespace,
+        rig.store,
+        rig.cluster.kubeconfig,
+    )
     await watching.create(admin_api, builders.execution(name=name, namespace=namespace, swarm=SLUG))
     first_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
     owner = await claimed(store, execution=name, uid=first_uid, namespace=namespace)
 
-    refused = await forget(redis_url=redis_url, kubeconfig=control_plane.kubeconfig, execution=name)
+    refused = await forget(redis_url=redis_url, kubeconfig=kubeconfig, execution=name)
 
     assert refused.returncode == 1, refused
     assert f"Execution {namespace}/{name} (uid {first_uid}) still exists" in refused.stderr
@@ -80,7 +80,7 @@ async def test_forget_refuses_while_the_owning_execution_exists_and_frees_the_na
     second_uid = (await watching.execution(admin_api, namespace=namespace, name=name))["metadata"]["uid"]
     assert second_uid != first_uid
 
-    freed = await forget(redis_url=redis_url, kubeconfig=control_plane.kubeconfig, execution=name)
+    freed = await forget(redis_url=redis_url, kubeconfig=kubeconfig, execution=name)
 
     assert freed.returncode == 0, freed
     assert "the name is free" in freed.stdout
@@ -89,20 +89,13 @@ async def test_forget_refuses_while_the_owning_execution_exists_and_frees_the_na
 
 
 async def test_forget_refuses_when_it_cannot_ask_the_api_server_unless_forced(
-    control_plane: ControlPlane,
-    namespace: str,
-    swarm_crds: list[str],
-    fault_proxy: FaultProxy,
-    store: operations.AsyncStore,
-    redis_url: str,
-    tmp_path: Path,
+    rig: Rig, swarm_crds: list[str], redis_url: str
 ) -> None:
-    name = "unknown"
+    name, namespace, store = "unknown", rig.namespace, rig.store
     owner = await claimed(store, execution=name, uid="uid-of-an-execution", namespace=namespace)
-    kubeconfig = fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-    fault_proxy.fail(status=503, method="GET", path=rf".*/executions/{name}", times=None)
+    rig.fault("503", method="GET", path=rf".*/executions/{name}")
 
-    unavailable = await forget(redis_url=redis_url, kubeconfig=kubeconfig, execution=name)
+    unavailable = await forget(redis_url=redis_url, kubeconfig=rig.kubeconfig, execution=name)
     no_credentials = await forget(redis_url=redis_url, kubeconfig=None, execution=name)
 
     for refused in (unavailable, no_credentials):

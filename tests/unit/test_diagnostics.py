@@ -349,22 +349,23 @@ async def test_a_container_that_never_ran_has_no_log_and_says_why() -> None:
     assert (container.log_error.cause, container.log_error.status) == ("not_started", 400)
 
 
+async def propagates(error: errors.ApiRefused, *, container: str = "w") -> None:
+    """A capture of a Pod whose ``container`` ran (exit 78) raises ``error``, the log read's."""
+    with pytest.raises(errors.ApiRefused):
+        await diagnostics.startup(
+            pod(phase="Failed", main=[terminated(container, TERMINATED_78)]), Logs({}, error=error)
+        )
+
+
 async def test_the_same_answer_about_a_container_that_ran_is_a_failed_read() -> None:
     """The text alone proves nothing: a container with a startedAt had a log, and losing it counts."""
     for text in ("is waiting to start: PodInitializing", "is terminated"):
         error = errors.ApiRefused(f'read log: 400 BadRequest: container "worker" {text}', status=400)
-        with pytest.raises(errors.ApiRefused):
-            await diagnostics.startup(
-                pod(phase="Failed", main=[terminated("worker", TERMINATED_78)]), Logs({}, error=error)
-            )
+        await propagates(error, container="worker")
 
 
 async def test_another_400_still_propagates() -> None:
-    error = errors.ApiRefused("read log: 400 BadRequest: something else", status=400)
-    with pytest.raises(errors.ApiRefused):
-        await diagnostics.startup(
-            pod(phase="Failed", main=[terminated("w", TERMINATED_78)]), Logs({}, error=error)
-        )
+    await propagates(errors.ApiRefused("read log: 400 BadRequest: something else", status=400))
 
 
 async def test_given_up_reads_keep_the_last_failure_as_log_error() -> None:
@@ -518,11 +519,9 @@ async def test_a_terminated_container_that_never_ran_has_no_log_and_says_why() -
 
 
 async def test_is_terminated_for_a_container_that_ran_still_propagates() -> None:
-    error = errors.ApiRefused('read log: 400 BadRequest: container "w" in pod "p" is terminated', status=400)
-    with pytest.raises(errors.ApiRefused):
-        await diagnostics.startup(
-            pod(phase="Failed", main=[terminated("w", TERMINATED_78)]), Logs({}, error=error)
-        )
+    await propagates(
+        errors.ApiRefused('read log: 400 BadRequest: container "w" in pod "p" is terminated', status=400)
+    )
 
 
 async def test_the_waiting_states_noted_at_the_deadline_are_captured() -> None:

@@ -15,6 +15,7 @@ from agentihooks_swarm import errors, records, settings, store as store_
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.storage import acl, operations
 from agentihooks_swarm.worker import credential, reports
+from tests.support.redis_cluster import ClusterTopology
 
 PASSWORD = "worker-password-1"
 
@@ -149,3 +150,29 @@ async def test_a_redis_that_refuses_acl_setuser_says_so(store: operations.AsyncS
     async with operations.open_store(settings.Settings(redis_url=limited)) as limited_store:
         with pytest.raises(errors.AclRefused, match="no permissions"):
             await acl.WorkerUsers(connection=limited_store).ensure(slug="eps", digests=[acl.digest("x")])
+
+
+async def test_on_a_redis_cluster_every_node_has_the_user_and_the_worker_follows_the_slot_map(
+    tmp_path: Path,
+) -> None:
+    with ClusterTopology() as topology:
+        async with operations.open_store(topology.settings()) as cluster_store:
+            await acl.WorkerUsers(connection=cluster_store).ensure(slug="clu", digests=[acl.digest(PASSWORD)])
+        # Replicas too: a failover promotes one, and it must know the user at once.
+        for server in topology.servers:
+            node = redis.Redis.from_url(server.url, decode_responses=True)
+            assert "agentihooks-swarm-worker-clu" in node.acl_users(), server.port
+            node.close()
+        environ = mounted(tmp_path / "redis", url=topology.url, slug="clu")
+        (tmp_path / "redis" / "mode").write_text("cluster\n")
+        worker = reports.connect(environ)
+        assert reports.outcome(store=worker, slug="clu", execution="e1", generation=1, success=True) is True
+        beat = reports.heartbeat(
+            store=worker, slug="clu", execution="e1", generation=1, transcript=5, archived=5
+        )
+        assert beat.archived == 5
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            worker.redis.hget(worker.key("clu", store_.STARTUP_DIAGNOSTICS), "e1")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            reports.outcome(store=worker, slug="other", execution="e1", generation=1, success=True)
+        worker.redis.close()

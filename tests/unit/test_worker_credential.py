@@ -47,6 +47,20 @@ def test_the_user_may_run_the_reports_commands_on_its_two_keys_only() -> None:
         acl.rules(prefix="p", slug="ci", digests=[])
 
 
+def test_the_replicas_of_a_cluster_come_from_its_node_listing() -> None:
+    listing = "\n".join(
+        [
+            "a1 10.0.0.1:6379@16379 myself,master - 0 0 1 connected 0-5460",
+            "b2 10.0.0.2:6379@16379,node-b slave a1 0 0 1 connected",
+            "c3 [::1]:6380@16380 replica a1 0 0 1 connected",
+            "d4 10.0.0.4:6379@16379 slave,fail a1 0 0 1 disconnected",
+            "e5 :0@0 slave,noaddr a1 0 0 1 disconnected",
+            "",
+        ]
+    )
+    assert acl.replicas(listing) == [("10.0.0.2", 6379), ("::1", 6380)]
+
+
 def test_what_counts_as_redis_refusing_users() -> None:
     assert acl.refused(
         redis.exceptions.NoPermissionError("this user has no permissions to run 'acl|setuser'")

@@ -12,11 +12,13 @@ connect besides ``AUTH``/``HELLO`` (``CLIENT SETINFO``) is refused and redis-py 
 A worker on a Redis Cluster also reads the slot map (``CLUSTER SLOTS``/``SHARDS``) and the command
 table (``COMMAND``), which is how redis-py's cluster client finds a key's node.
 
-Users are per server and not replicated, and a server started without an ``aclfile`` has lost
-them: :mod:`agentihooks_swarm.swarm.credentials` makes them again on every pass and after a new
-primary. ``ACL SETUSER ... reset`` makes each call state the whole user, so it is idempotent;
-connections already authenticated stay open. Passwords travel as SHA-256 hashes (``#<hex>``): the
-operator keeps a replaced password only as its hash, during the rotation's overlap.
+Users are per server and not replicated (on a Redis Cluster each node, replicas too, is told;
+redis-py's cluster client knows only the primaries, so the replicas come from ``CLUSTER NODES``),
+and a server started without an ``aclfile`` has lost them: :mod:`agentihooks_swarm.swarm.credentials`
+makes them again on every pass and after a new primary. ``ACL SETUSER ... reset`` makes each call
+state the whole user, so it is idempotent; connections already authenticated stay open. Passwords
+travel as SHA-256 hashes (``#<hex>``): the operator keeps a replaced password only as its hash,
+during the rotation's overlap.
 """
 
 from __future__ import annotations
@@ -76,6 +78,23 @@ def _pattern(name: str) -> str:
     return _GLOB.sub(r"\\\1", name)
 
 
+def replicas(listing: str) -> list[tuple[str, int]]:
+    """The replicas ``CLUSTER NODES`` lists (host, port), but those it marks failed or without an
+    address."""
+    found: list[tuple[str, int]] = []
+    for line in listing.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        flags = set(fields[2].split(","))
+        if not flags & {"slave", "replica"} or flags & {"fail", "noaddr", "handshake"}:
+            continue
+        host, _, port = fields[1].split("@")[0].split(",")[0].rpartition(":")
+        if host and port.isdigit():
+            found.append((host.strip("[]"), int(port)))
+    return found
+
+
 def refused(e: redis.exceptions.RedisError) -> bool:
     """Whether Redis refused user management itself (as opposed to being unreachable)."""
     if isinstance(e, redis.exceptions.NoPermissionError):
@@ -117,11 +136,8 @@ class WorkerUsers:
         client = self.connection.redis
         try:
             if cluster:
-                # Users are per node, and redis-py sends ACL commands to one node unless told.
                 assert isinstance(client, redis.asyncio.cluster.RedisCluster)
-                await client.execute_command(
-                    *command, target_nodes=redis.asyncio.cluster.RedisCluster.ALL_NODES
-                )
+                await _every_node(client, command)
             else:
                 await client.execute_command(*command)
         except redis.exceptions.RedisError as e:
@@ -131,3 +147,22 @@ class WorkerUsers:
                 ) from e
             with connection.translated():
                 raise
+
+
+async def _every_node(client: redis.asyncio.cluster.RedisCluster, command: tuple[str, ...]) -> None:
+    """``command`` on every node of the cluster: users are per node, and a replica a failover
+    promotes must have them too. redis-py sends ACL commands to one node unless told, and knows
+    only the primaries."""
+    everywhere = redis.asyncio.cluster.RedisCluster
+    await client.execute_command(*command, target_nodes=everywhere.ALL_NODES)
+    listing = await client.execute_command("CLUSTER", "NODES", target_nodes=everywhere.RANDOM)
+    primary = client.get_primaries()[0]
+    options = {k: v for k, v in primary.connection_kwargs.items() if k not in ("host", "port")}
+    for host, port in replicas(str(listing)):
+        node = redis.asyncio.cluster.ClusterNode(
+            host, port, "replica", connection_class=primary.connection_class, **options
+        )
+        try:
+            await node.execute_command(*command)
+        finally:
+            await node.disconnect()

@@ -20,6 +20,7 @@ from agentihooks_swarm.storage import acl, operations
 from agentihooks_swarm.swarm import credentials, worker_secret
 from agentihooks_swarm.worker import reports
 from tests.support import builders, watching
+from tests.support.clocks import Clock
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.redis_server import RedisServer
@@ -203,14 +204,6 @@ async def _swarm(api: client.ApiClient, *, namespace: str, name: str) -> dict[st
     return found
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @contextlib.asynccontextmanager
 async def kept(
     kubeconfig: Path, *, store: operations.AsyncStore, url: str, namespace: str, clock: Clock
@@ -246,7 +239,7 @@ async def test_rotation_keeps_the_previous_password_one_interval_then_drops_it(
 ) -> None:
     swarm = await create_swarm(admin_api, namespace=namespace, name="rot")
     ref = worker_secret.SwarmRef.of(swarm)
-    clock = Clock(1_000_000.0)
+    clock = Clock(now=1_000_000.0)
     async with kept(
         control_plane.kubeconfig, store=store, url=redis_url, namespace=namespace, clock=clock
     ) as made:
@@ -300,7 +293,7 @@ async def test_a_redis_that_refuses_users_is_said_on_the_swarm_and_a_supplied_se
             store=limited_store,
             url=redis_url,
             namespace=namespace,
-            clock=Clock(0.0),
+            clock=Clock(now=0.0),
         ) as made,
     ):
         # No user, no Secret; the worker still launches (it mounts the name, optional).

@@ -14,10 +14,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.support import builders, images, pods, watching
-from tests.support.busybox import pod
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
+from tests.support import images, pods, watching
+from tests.support.busybox import pod, run_script
+from tests.support.fixtures_scene import Scene
 
 PREFIX = "agentihooks-swarm"
 SLUG = "real"
@@ -28,17 +27,11 @@ async def record(redis_url: str, name: str, execution: str) -> Any:
 
 
 async def refuse(
-    api: client.ApiClient,
-    cluster: ControlPlane,
-    operator: OperatorFactory,
-    *,
-    namespace: str,
-    execution: str,
-    worker: dict[str, Any],
-    phase: pods.Phase = "Failed",
+    scene: Scene, *, execution: str, worker: dict[str, Any], phase: pods.Phase = "Failed"
 ) -> dict[str, Any]:
     """Plant ``worker`` as the attempt's Pod, let it reach ``phase``, refuse the hand, and return
     the launch-removal record once the Pod is gone."""
+    api, namespace = scene.api, scene.namespace
     name = labels.worker_pod_name(execution=execution, generation=1)
     worker["metadata"] = {
         "name": name,
@@ -47,13 +40,9 @@ async def refuse(
     manifest: Any = worker
     await client.CoreV1Api(api).create_namespaced_pod(namespace, manifest)
     await pods.wait_for_phase(api, namespace=namespace, name=name, phase=phase, timeout=60)
-    process = operator(kubeconfig=cluster.kubeconfig, namespace=namespace)
-    await watching.create(
-        api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"], image=images.BUSYBOX_REF)
-    )
-    await watching.create(
-        api, builders.execution(name=execution, namespace=namespace, swarm=SLUG, project="outside")
-    )
+    process = scene.start()
+    await scene.swarm(name=SLUG, projects=["registered"], image=images.BUSYBOX_REF)
+    await scene.execution(name=execution, swarm=SLUG, project="outside")
 
     async def gone() -> bool:
         return not await watching.pod_exists(api, namespace=namespace, name=name)
@@ -67,7 +56,7 @@ async def refuse(
 
 @pytest.mark.pod_security("restricted")
 async def test_a_long_mixed_log_with_invalid_utf8_keeps_its_newest_lines(
-    admin_api: client.ApiClient, control_plane: ControlPlane, namespace: str, operator: OperatorFactory
+    scene: Scene,
 ) -> None:
     # 300 numbered lines, every tenth on stderr, line 299 with bytes that are not UTF-8.
     script = (
@@ -76,9 +65,7 @@ async def test_a_long_mixed_log_with_invalid_utf8_keeps_its_newest_lines(
         'elif [ $((i % 10)) -eq 0 ]; then echo "line $(printf %03d $i) on stderr" >&2; '
         'else echo "line $(printf %03d $i)"; fi; i=$((i+1)); done; exit 78'
     )
-    stored = await refuse(
-        admin_api, control_plane, operator, namespace=namespace, execution="long-log", worker=pod("w", script)
-    )
+    stored = await refuse(scene, execution="long-log", worker=pod("w", script))
     startup = stored["startup"]
     assert startup["phase"] == "Failed"
     [container] = startup["containers"]
@@ -103,12 +90,10 @@ async def test_a_long_mixed_log_with_invalid_utf8_keeps_its_newest_lines(
 
 @pytest.mark.pod_security("restricted")
 async def test_an_init_container_failure_is_captured_and_the_waiting_main_container_is_not(
-    admin_api: client.ApiClient, control_plane: ControlPlane, namespace: str, operator: OperatorFactory
+    scene: Scene,
 ) -> None:
     worker = pod("w", "echo never runs", init="echo 'init: cannot fetch the grant'; exit 3")
-    stored = await refuse(
-        admin_api, control_plane, operator, namespace=namespace, execution="init-fails", worker=worker
-    )
+    stored = await refuse(scene, execution="init-fails", worker=worker)
     # The main container never started: the kubelet answers 400 "waiting to start" for its log,
     # and it is not a terminated container, so the capture lists the init container only.
     [container] = stored["startup"]["containers"]
@@ -119,42 +104,26 @@ async def test_an_init_container_failure_is_captured_and_the_waiting_main_contai
 
 @pytest.mark.pod_security("restricted")
 async def test_a_worker_killed_by_its_memory_limit(
-    admin_api: client.ApiClient, control_plane: ControlPlane, namespace: str, operator: OperatorFactory
+    scene: Scene,
 ) -> None:
     worker = pod("w", "echo allocating; exec dd if=/dev/zero of=/dev/null bs=64M count=4", memory="16Mi")
-    stored = await refuse(
-        admin_api, control_plane, operator, namespace=namespace, execution="oom", worker=worker
-    )
+    stored = await refuse(scene, execution="oom", worker=worker)
     [container] = stored["startup"]["containers"]
     assert (container["terminated"]["exitCode"], container["terminated"]["reason"]) == (137, "OOMKilled")
     assert container["log"].rstrip().endswith("allocating")
 
 
 async def test_a_worker_failing_after_the_hand_goes_through_final_cleanup(
-    admin_api: client.ApiClient, control_plane: ControlPlane, namespace: str, operator: OperatorFactory
+    scene: Scene,
 ) -> None:
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
     script = "echo 'worker: grant taken'; sleep 2; echo 'worker: the model refused the task' >&2; exit 78"
-    await watching.create(
-        admin_api,
-        builders.swarm(
-            name=SLUG, namespace=namespace, image=images.BUSYBOX_REF, command=["sh", "-c", script]
-        ),
-    )
-    await watching.create(admin_api, builders.execution(name="late", namespace=namespace, swarm=SLUG))
-
-    async def done() -> dict[str, Any] | None:
-        status: dict[str, Any] = (await watching.execution(admin_api, namespace=namespace, name="late")).get(
-            "status"
-        ) or {}
-        return status if status.get("phase") == "Done" else None
-
-    status = await watching.eventually(done, what="the attempt to be Done", operator=process, timeout=90)
+    process = await run_script(scene, swarm=SLUG, execution="late", script=script)
+    status = await scene.until_phase("late", "Done", process=process, timeout=90)
     pod_name = labels.worker_pod_name(execution="late", generation=1)
     assert status["hand"] == {"handed": True}
     assert status["outcome"] == "failed"
     assert status["cleanup"]["pods"] == {pod_name: "deleted"}
-    assert not await watching.pod_exists(admin_api, namespace=namespace, name=pod_name)
+    assert not await watching.pod_exists(scene.api, namespace=scene.namespace, name=pod_name)
     retained = await record(process.redis_url, "attempt-retained", "late")
     [entry] = retained["removed"]["pods"]
     assert entry["outcome"] == "deleted" and "log_reads" not in entry

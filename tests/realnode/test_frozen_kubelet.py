@@ -15,16 +15,15 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.support import builders, images, pods, watching
+from tests.support import pods, watching
+from tests.support.busybox import run_script
 from tests.support.cluster import ControlPlane, control_plane as cp
 from tests.support.cluster.processes import Child
-from tests.support.fixtures_operator import OperatorFactory
+from tests.support.fixtures_scene import Scene
 
 SLUG = "frozen"
 CHART_DEFAULTS = {
@@ -50,21 +49,11 @@ async def kubelet(control_plane: ControlPlane) -> AsyncIterator[Child]:
 
 
 async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captured(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    kubelet: Child,
-    namespace: str,
-    operator: OperatorFactory,
+    kubelet: Child, scene: Scene
 ) -> None:
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace, env=CHART_DEFAULTS)
+    admin_api, namespace = scene.api, scene.namespace
     script = "echo 'worker: grant taken'; sleep 5; echo 'worker: refused after a frozen node' >&2; exit 78"
-    await watching.create(
-        admin_api,
-        builders.swarm(
-            name=SLUG, namespace=namespace, image=images.BUSYBOX_REF, command=["sh", "-c", script]
-        ),
-    )
-    await watching.create(admin_api, builders.execution(name="thaws", namespace=namespace, swarm=SLUG))
+    process = await run_script(scene, swarm=SLUG, execution="thaws", script=script, env=CHART_DEFAULTS)
 
     async def handed() -> bool:
         status = (await watching.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
@@ -89,11 +78,7 @@ async def test_a_frozen_kubelet_keeps_the_refused_worker_until_its_log_is_captur
         os.kill(kubelet.pid, signal.SIGCONT)
     assert "node_unreachable" in process.log() or "timeout" in process.log()  # It did try, and wait.
 
-    async def done() -> dict[str, Any] | None:
-        status = (await watching.execution(admin_api, namespace=namespace, name="thaws")).get("status") or {}
-        return status if status.get("phase") == "Done" else None
-
-    await watching.eventually(done, what="the capture after the thaw", operator=process, timeout=120)
+    await scene.until_phase("thaws", "Done", process=process, timeout=120)  # The capture after the thaw.
     retained = await watching.stored(process.redis_url, slug=SLUG, name="attempt-retained", execution="thaws")
     [entry] = retained["removed"]["pods"]
     assert entry["outcome"] == "deleted"

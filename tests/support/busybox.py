@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support import images
+from tests.support.fixtures_scene import Scene
+from tests.support.operator_process import OperatorProcess
 
 
 def pod(name: str, script: str, *, init: str | None = None, memory: str | None = None) -> dict[str, Any]:
@@ -39,3 +41,14 @@ def pod(name: str, script: str, *, init: str | None = None, memory: str | None =
     if init is not None:
         spec["initContainers"] = [container("init", init)]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+async def run_script(
+    scene: Scene, *, swarm: str, execution: str, script: str, env: dict[str, str] | None = None
+) -> OperatorProcess:
+    """The operator started (with ``env``), Swarm ``swarm`` whose workers run ``script`` in busybox
+    (``sh -c``), and ``execution`` of it: its worker is handed its grant and runs the script."""
+    process = scene.start(env=env)
+    await scene.swarm(name=swarm, image=images.BUSYBOX_REF, command=["sh", "-c", script])
+    await scene.execution(name=execution, swarm=swarm)
+    return process

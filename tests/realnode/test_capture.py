@@ -55,9 +55,7 @@ async def refuse(
 
 
 @pytest.mark.pod_security("restricted")
-async def test_a_long_mixed_log_with_invalid_utf8_keeps_its_newest_lines(
-    scene: Scene,
-) -> None:
+async def test_a_long_mixed_log_with_invalid_utf8_keeps_its_newest_lines(scene: Scene) -> None:
     # 300 numbered lines, every tenth on stderr, line 299 with bytes that are not UTF-8.
     script = (
         "i=1; while [ $i -le 300 ]; do "
@@ -103,9 +101,7 @@ async def test_an_init_container_failure_is_captured_and_the_waiting_main_contai
 
 
 @pytest.mark.pod_security("restricted")
-async def test_a_worker_killed_by_its_memory_limit(
-    scene: Scene,
-) -> None:
+async def test_a_worker_killed_by_its_memory_limit(scene: Scene) -> None:
     worker = pod("w", "echo allocating; exec dd if=/dev/zero of=/dev/null bs=64M count=4", memory="16Mi")
     stored = await refuse(scene, execution="oom", worker=worker)
     [container] = stored["startup"]["containers"]
@@ -113,9 +109,7 @@ async def test_a_worker_killed_by_its_memory_limit(
     assert container["log"].rstrip().endswith("allocating")
 
 
-async def test_a_worker_failing_after_the_hand_goes_through_final_cleanup(
-    scene: Scene,
-) -> None:
+async def test_a_worker_failing_after_the_hand_goes_through_final_cleanup(scene: Scene) -> None:
     script = "echo 'worker: grant taken'; sleep 2; echo 'worker: the model refused the task' >&2; exit 78"
     process = await run_script(scene, swarm=SLUG, execution="late", script=script)
     status = await scene.until_phase("late", "Done", process=process, timeout=90)

@@ -6,29 +6,24 @@ the worker template changes."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from typing import Any
 
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
-from tests.support import builders, pods, watching
-from tests.support.cluster import ControlPlane
-from tests.support.fixtures_operator import OperatorFactory
+from tests.support import pods, watching
+from tests.support.fixtures_scene import Scene
 
 SLUG = "broken"
 CONFIG_MISSING = b"worker startup refused: /etc/agentihooks/grant/config.json missing\n"
 REGISTRY_DOWN = b"worker startup refused: registry 10.0.0.7:5000 answered 503\n"
 
 
-async def plant(
-    api: client.ApiClient, cluster: ControlPlane, *, namespace: str, names: list[str], log: bytes, code: int
-) -> None:
+async def plant(scene: Scene, *, names: list[str], log: bytes, code: int) -> None:
     """Refused workers under the names launches adopt, all Failed with ``code`` and ``log``."""
+    api, namespace = scene.api, scene.namespace
     await pods.plant_shared_log(
-        cluster=cluster,
+        cluster=scene.cluster,
         namespace=namespace,
         pods=[labels.worker_pod_name(execution=n, generation=1) for n in names],
         container="worker",
@@ -50,65 +45,44 @@ async def plant(
         await pods.wait_for_phase(api, namespace=namespace, name=pod_name, phase="Failed")
 
 
-async def launch(api: client.ApiClient, *, namespace: str, names: list[str]) -> None:
+async def launch(scene: Scene, *, names: list[str]) -> None:
     """Executions for a project outside the registration: the hand is refused, the Pod captured."""
     for name in names:
-        await watching.create(
-            api, builders.execution(name=name, namespace=namespace, swarm=SLUG, project="outside")
-        )
+        await scene.execution(name=name, swarm=SLUG, project="outside")
 
 
-async def phase(api: client.ApiClient, namespace: str, name: str) -> str | None:
-    status = (await watching.execution(api, namespace=namespace, name=name)).get("status") or {}
-    found = status.get("phase")
+async def phase(scene: Scene, name: str) -> str | None:
+    found = (await scene.status(name)).get("phase")
     return str(found) if found else None
 
 
-async def swarm_status(api: client.ApiClient, namespace: str) -> dict[str, Any]:
-    found: dict[str, Any] = await client.CustomObjectsApi(api).get_namespaced_custom_object(
-        "swarm.agentihooks.io", "v1alpha1", namespace, "swarms", SLUG
+async def swarm_status(scene: Scene) -> dict[str, Any]:
+    found: dict[str, Any] = await client.CustomObjectsApi(scene.api).get_namespaced_custom_object(
+        "swarm.agentihooks.io", "v1alpha1", scene.namespace, "swarms", SLUG
     )
     return dict(found.get("status") or {})
 
 
-def top(redis_url: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTIHOOKS_SWARM_REDIS_URL": redis_url}
-    return subprocess.run(
-        [sys.executable, "-m", "agentihooks_swarm", "records", "top", SLUG],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-
-
-async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_two(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-) -> None:
+async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_two(scene: Scene) -> None:
     config = [f"cfg-{i:02d}" for i in range(30)]
     registry = [f"reg-{i:02d}" for i in range(5)]
-    await plant(admin_api, control_plane, namespace=namespace, names=config, log=CONFIG_MISSING, code=78)
-    await plant(admin_api, control_plane, namespace=namespace, names=registry, log=REGISTRY_DOWN, code=3)
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    await watching.create(admin_api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"]))
-    await launch(admin_api, namespace=namespace, names=[*config, *registry])
+    await plant(scene, names=config, log=CONFIG_MISSING, code=78)
+    await plant(scene, names=registry, log=REGISTRY_DOWN, code=3)
+    process = scene.start()
+    await scene.swarm(name=SLUG, projects=["registered"])
+    await launch(scene, names=[*config, *registry])
 
     async def all_done() -> bool:
-        phases = await asyncio.gather(*(phase(admin_api, namespace, n) for n in [*config, *registry]))
+        phases = await asyncio.gather(*(phase(scene, n) for n in [*config, *registry]))
         return all(p == "Done" for p in phases)
 
-    await watching.eventually(all_done, what="every Execution Done", operator=process, timeout=120)
+    await scene.until(all_done, what="every Execution Done", process=process, timeout=120)
 
     async def counted() -> dict[str, Any] | None:
-        refusals = (await swarm_status(admin_api, namespace)).get("refusals") or {}
+        refusals = (await swarm_status(scene)).get("refusals") or {}
         return refusals if refusals.get("lastHour") == 35 else None
 
-    refusals = await watching.eventually(counted, what="status.refusals", operator=process)
+    refusals = await scene.until(counted, what="status.refusals", process=process)
     [first, second] = refusals["top"]
     assert (first["count"], first["class"]) == (30, "exit_code")
     assert first["text"] == "<time> worker startup refused: /etc/agentihooks/grant/config.json missing"
@@ -119,13 +93,11 @@ async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_t
     )
     assert first["fingerprint"] != second["fingerprint"]
     for name in (config[0], registry[0]):  # Each capture carries its fingerprint.
-        record = await watching.stored(
-            redis_url, slug=SLUG, name="attempt-startup-diagnostics", execution=name
-        )
+        record = await scene.stored(slug=SLUG, name="attempt-startup-diagnostics", execution=name)
         expected = first if name in config else second
         assert record["startup"]["fingerprint"] == expected["fingerprint"]
         assert record["startup"]["fingerprint_text"] == expected["text"]
-    table = top(redis_url)
+    table = await scene.python("-m", "agentihooks_swarm", "records", "top", SLUG, check=False)
     assert table.returncode == 0, table.stderr
     header, *rows = table.stdout.splitlines()
     assert header.split()[:3] == ["COUNT", "FINGERPRINT", "CLASS"]
@@ -133,64 +105,53 @@ async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_t
 
 
 async def test_the_budget_trips_at_its_count_holds_new_executions_and_a_new_template_releases_them(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
+    scene: Scene,
 ) -> None:
     first = ["b-1", "b-2", "b-3"]
-    await plant(admin_api, control_plane, namespace=namespace, names=first, log=CONFIG_MISSING, code=78)
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
-    swarm = builders.swarm(name=SLUG, namespace=namespace, projects=["registered"])
-    swarm["spec"]["refusalBudget"] = {"maxRefusals": 3, "windowSeconds": 600, "sameFingerprint": True}
-    await watching.create(admin_api, swarm)
-    await launch(admin_api, namespace=namespace, names=first)
+    await plant(scene, names=first, log=CONFIG_MISSING, code=78)
+    process = scene.start()
+    budget = {"maxRefusals": 3, "windowSeconds": 600, "sameFingerprint": True}
+    await scene.swarm(name=SLUG, projects=["registered"], refusal_budget=budget)
+    await launch(scene, names=first)
 
     async def degraded() -> dict[str, Any] | None:
-        conditions = (await swarm_status(admin_api, namespace)).get("conditions") or []
+        conditions = (await swarm_status(scene)).get("conditions") or []
         found = next((c for c in conditions if c["type"] == "Degraded"), None)
         return found if found is not None and found["status"] == "True" else None
 
-    condition = await watching.eventually(degraded, what="the Swarm Degraded", operator=process, timeout=60)
+    condition = await scene.until(degraded, what="the Swarm Degraded", process=process, timeout=60)
     assert condition["reason"] == "RefusalBudgetExceeded"
     assert "3 refused worker Pods" in condition["message"] and "config.json missing" in condition["message"]
-    await watching.events_once(
-        admin_api, namespace=namespace, name=SLUG, reasons={"RefusalBudgetExceeded"}, operator=process
-    )
+    await scene.events_once(SLUG, reasons={"RefusalBudgetExceeded"}, process=process)
 
     # A new Execution is held back: Blocked, and no Pod is created for it.
-    await launch(admin_api, namespace=namespace, names=["after"])
-
-    async def blocked() -> dict[str, Any] | None:
-        status = (await watching.execution(admin_api, namespace=namespace, name="after")).get("status") or {}
-        return status if status.get("phase") == "Blocked" else None
-
-    status = await watching.eventually(blocked, what="the new Execution Blocked", operator=process)
+    await launch(scene, names=["after"])
+    status = await scene.until_phase("after", "Blocked", process=process, timeout=30)
     [launched] = [c for c in status["conditions"] if c["type"] == "Launched"]
     assert launched["reason"] == "RefusalBudgetExceeded" and "config.json missing" in launched["message"]
     await asyncio.sleep(3)  # A few resyncs: still held back.
-    assert await phase(admin_api, namespace, "after") == "Blocked"
+    assert await phase(scene, "after") == "Blocked"
     assert not await watching.pod_exists(
-        admin_api, namespace=namespace, name=labels.worker_pod_name(execution="after", generation=1)
+        scene.api, namespace=scene.namespace, name=labels.worker_pod_name(execution="after", generation=1)
     )
 
     # A new worker template releases it.
     await watching.merge_patch(
-        admin_api,
-        namespace=namespace,
+        scene.api,
+        namespace=scene.namespace,
         plural="swarms",
         name=SLUG,
         body={"spec": {"worker": {"env": [{"name": "FIXED", "value": "1"}]}}},
     )
 
     async def released() -> str | None:
-        found = await phase(admin_api, namespace, "after")
+        found = await phase(scene, "after")
         return found if found in ("Refused", "Done") else None
 
-    await watching.eventually(released, what="the Execution launched", operator=process, timeout=60)
+    await scene.until(released, what="the Execution launched", process=process, timeout=60)
 
     async def recovered() -> bool:
-        conditions = (await swarm_status(admin_api, namespace)).get("conditions") or []
+        conditions = (await swarm_status(scene)).get("conditions") or []
         return any(c["type"] == "Degraded" and c["status"] == "False" for c in conditions)
 
-    await watching.eventually(recovered, what="the Swarm no longer Degraded", operator=process)
+    await scene.until(recovered, what="the Swarm no longer Degraded", process=process)

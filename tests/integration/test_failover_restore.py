@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -34,12 +33,6 @@ from tests.support.stored_records import capture, counted, journal, retained
 pytestmark = pytest.mark.integration
 
 SLUG = "failover"
-
-
-@pytest.fixture
-def topology() -> Iterator[SentinelTopology]:
-    with SentinelTopology() as started:
-        yield started
 
 
 def restored_count(collector: metrics.Metrics) -> dict[str, float]:
@@ -60,16 +53,20 @@ async def until_answered(watch: failover.PrimaryWatch) -> int:
     raise AssertionError("the watch never reached the new primary")
 
 
-async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: SentinelTopology) -> None:
+async def test_records_a_failover_lost_are_put_back_by_their_writer(
+    sentinel_topology: SentinelTopology,
+) -> None:
     collector = metrics.Metrics()
-    async with operations.open_store(topology.settings(redis_min_replicas=0), metrics=collector) as store:
+    async with operations.open_store(
+        sentinel_topology.settings(redis_min_replicas=0), metrics=collector
+    ) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(
             store=store, recent=store.recent, metrics=collector, holds=lambda: True, interval=0.1
         )
         assert await watch.check() == 0  # The primary as it is: nothing to restore.
 
-        topology.relay.hold()  # From here the replica misses every write.
+        sentinel_topology.relay.hold()  # From here the replica misses every write.
         launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
         await store.record_startup(slug=SLUG, execution="e1", record=launch)
         pinned = await store.pin_journal(
@@ -93,8 +90,8 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: Se
         await store.retain(slug=SLUG, retained=ours, journal_version=1)
         assert {w.kind for w in store.recent.entries()} == {"startup", "journal", "retained"}
 
-        old = await asyncio.to_thread(topology.kill_primary)
-        new = await asyncio.to_thread(topology.wait_promoted, old=old)
+        old = await asyncio.to_thread(sentinel_topology.kill_primary)
+        new = await asyncio.to_thread(sentinel_topology.wait_promoted, old=old)
         direct = redis.Redis(port=new.port, decode_responses=True)
         # The loss is real: the promoted replica has none of the three.
         assert direct.hget(store.key(SLUG, store_.STARTUP_DIAGNOSTICS), "e1") is None
@@ -121,11 +118,15 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(topology: Se
         direct.close()
 
 
-async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: SentinelTopology) -> None:
+async def test_a_stale_step_after_a_failover_never_costs_the_capture(
+    sentinel_topology: SentinelTopology,
+) -> None:
     """The step that wrote the capture, retried on the lagging new primary, finds its Pod gone and
     retains it without the capture, through the same process: the capture still comes back."""
     collector = metrics.Metrics()
-    async with operations.open_store(topology.settings(redis_min_replicas=0), metrics=collector) as store:
+    async with operations.open_store(
+        sentinel_topology.settings(redis_min_replicas=0), metrics=collector
+    ) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
         assert await watch.check() == 0
@@ -134,14 +135,14 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(topology: S
             slug=SLUG, journal=journal(execution="e1", pods=[records.PinnedObject(name="p1", uid="u1")])
         )
         assert isinstance(pinned, records.Journal)
-        await asyncio.to_thread(topology.wait_in_sync)  # The replica has the pin, not what follows.
+        await asyncio.to_thread(sentinel_topology.wait_in_sync)  # The replica has the pin, not what follows.
 
-        topology.relay.hold()
+        sentinel_topology.relay.hold()
         pinned.pinned.pods[0].startup = capture("the refusal")
         pinned.pinned.pods[0].sent = True
         await store.save_journal(slug=SLUG, journal=pinned)  # Acknowledged by the primary alone.
-        old = await asyncio.to_thread(topology.kill_primary)
-        await asyncio.to_thread(topology.wait_promoted, old=old)
+        old = await asyncio.to_thread(sentinel_topology.kill_primary)
+        await asyncio.to_thread(sentinel_topology.wait_promoted, old=old)
 
         # The step again, before the watch looks: it reads the lagging entry (no capture, not
         # sent), finds the Pod gone, and retains it absent.
@@ -204,12 +205,12 @@ async def write_four_lives(a: operations.AsyncStore) -> tuple[records.StartupRec
 
 
 async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
-    topology: SentinelTopology,
+    sentinel_topology: SentinelTopology,
 ) -> None:
     """Two operator replicas: the one that led before (its writes replicated) and the leader now
     (its writes lost). Only the leader restores, each record once; what another writer stored on
     the new primary meanwhile stays, with the captures it lacked added."""
-    config = topology.settings(redis_min_replicas=0)
+    config = sentinel_topology.settings(redis_min_replicas=0)
     leading = {"a": False, "b": True}
     metrics_a, metrics_b = metrics.Metrics(), metrics.Metrics()
     async with (
@@ -227,18 +228,18 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         await b.claim(slug=SLUG, execution="e0", owner=owner("uid-0"))
         b_capture = records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture"))
         await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
-        await asyncio.to_thread(topology.wait_in_sync)
+        await asyncio.to_thread(sentinel_topology.wait_in_sync)
         leading.update(a=True, b=False)  # a takes the Lease.
         assert await watch_a.check() == 0 and await watch_b.check() == 0
         assert len(b.recent) == 0  # A replica without the Lease keeps nothing.
         # Even what it writes late (a step finishing as it loses the Lease).
         await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
 
-        topology.relay.hold()
+        sentinel_topology.relay.hold()
         launch, done = await write_four_lives(a)
 
-        old = await asyncio.to_thread(topology.kill_primary)
-        new = await asyncio.to_thread(topology.wait_promoted, old=old)
+        old = await asyncio.to_thread(sentinel_topology.kill_primary)
+        new = await asyncio.to_thread(sentinel_topology.wait_promoted, old=old)
         direct = redis.Redis(port=new.port, decode_responses=True)
         assert direct.hget(a.key(SLUG, store_.STARTUP_DIAGNOSTICS), "e1") is None  # The loss is real.
         assert direct.hget(a.key(SLUG, store_.OWNERS), "e1") is None
@@ -279,10 +280,12 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         direct.close()
 
 
-async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology: SentinelTopology) -> None:
+async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(
+    sentinel_topology: SentinelTopology,
+) -> None:
     """``records forget`` leaves a tombstone, and a name's new owner is another life: the records
     an earlier life wrote stay gone, though the process that wrote them still holds them."""
-    config = topology.settings(redis_min_replicas=0)
+    config = sentinel_topology.settings(redis_min_replicas=0)
     collector = metrics.Metrics()
     async with operations.open_store(config, metrics=collector) as store:
         assert store.recent is not None
@@ -300,10 +303,10 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(topology
             assert people.forget(slug=SLUG, execution=execution) == 2  # The owner claim and the capture.
         # e2 is applied again: its new life claims the name.
         await store.claim(slug=SLUG, execution="e2", owner=owner("new-e2"))
-        await asyncio.to_thread(topology.wait_in_sync)
+        await asyncio.to_thread(sentinel_topology.wait_in_sync)
 
-        old = await asyncio.to_thread(topology.kill_primary)
-        await asyncio.to_thread(topology.wait_promoted, old=old)
+        old = await asyncio.to_thread(sentinel_topology.kill_primary)
+        await asyncio.to_thread(sentinel_topology.wait_promoted, old=old)
         assert await until_answered(watch) == 0
         for execution in ("e1", "e2"):
             assert await store.read_startup(slug=SLUG, execution=execution) is None

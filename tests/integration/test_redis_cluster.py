@@ -16,7 +16,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -46,14 +46,8 @@ SLUG = next(f"swarm-{i}" for i in range(100_000) if key_slot(f"swarm-{i}".encode
 PER_PHASE = 12
 
 
-@pytest.fixture
-def topology() -> Iterator[ClusterTopology]:
-    with ClusterTopology() as started:
-        yield started
-
-
-def _settings(topology: ClusterTopology) -> settings.Settings:
-    return topology.settings(redis_min_replicas=1, redis_min_replicas_timeout_seconds=1)
+def _settings(cluster_topology: ClusterTopology) -> settings.Settings:
+    return cluster_topology.settings(redis_min_replicas=1, redis_min_replicas_timeout_seconds=1)
 
 
 @contextlib.asynccontextmanager
@@ -80,14 +74,14 @@ async def _run(config: settings.Settings, *args: str) -> subprocess.CompletedPro
 
 
 async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
-    topology: ClusterTopology,
+    cluster_topology: ClusterTopology,
     control_plane: ControlPlane,
     admin_api: client.ApiClient,
     namespace: str,
     fault_proxy: FaultProxy,
     tmp_path: Path,
 ) -> None:
-    config = _settings(topology)
+    config = _settings(cluster_topology)
     launched = model.Attempt(namespace=namespace, slug=SLUG, execution="e1", generation=1)
     cleaned = model.Attempt(namespace=namespace, slug=SLUG, execution="e2", generation=1)
     first = await plant_pod(admin_api, control_plane, attempt=launched, exit_code=78, reason="Error")
@@ -130,7 +124,9 @@ async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
     assert gone.returncode == 1, gone.stderr
 
 
-def _read(people: store_.Store, topology: ClusterTopology, execution: str, *, seed: int) -> str | None:
+def _read(
+    people: store_.Store, cluster_topology: ClusterTopology, execution: str, *, seed: int
+) -> str | None:
     """``execution``'s launch capture as the spec's read command reads it, retried for 60 s while
     the cluster does not serve the read."""
     deadline = time.monotonic() + 60
@@ -143,18 +139,21 @@ def _read(people: store_.Store, topology: ClusterTopology, execution: str, *, se
             redis.exceptions.ConnectionError,
         ):
             if time.monotonic() > deadline:
-                raise AssertionError(f"seed {seed}: no read in 60 s\n{topology.describe()}") from None
+                raise AssertionError(f"seed {seed}: no read in 60 s\n{cluster_topology.describe()}") from None
             time.sleep(0.5)
             continue
         return None if raw is None else str(raw)
 
 
 async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
-    topology: ClusterTopology, control_plane: ControlPlane, admin_api: client.ApiClient, namespace: str
+    cluster_topology: ClusterTopology,
+    control_plane: ControlPlane,
+    admin_api: client.ApiClient,
+    namespace: str,
 ) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
-    config = _settings(topology)
+    config = _settings(cluster_topology)
     collector = metrics.Metrics()
     planted = await burst.plant(
         admin_api, control_plane, namespace=namespace, slug=SLUG, prefix="e", count=2 * PER_PHASE
@@ -167,13 +166,15 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
         await reached.wait()
         await asyncio.sleep(rng.uniform(0, 0.1))
         if action == "reshard":
-            source, target = await asyncio.to_thread(topology.move_slot, key=index, count=10)
-            moves.append((source, target, await asyncio.to_thread(lambda: topology.owner(index)["port"])))
+            source, target = await asyncio.to_thread(cluster_topology.move_slot, key=index, count=10)
+            moves.append(
+                (source, target, await asyncio.to_thread(lambda: cluster_topology.owner(index)["port"]))
+            )
             return
-        victim = await asyncio.to_thread(topology.kill_owner, key=index)
-        await asyncio.to_thread(topology.wait_promoted, old=victim, key=index)
+        victim = await asyncio.to_thread(cluster_topology.kill_owner, key=index)
+        await asyncio.to_thread(cluster_topology.wait_promoted, old=victim, key=index)
         await asyncio.to_thread(victim.start)  # Back as the new primary's replica (its nodes.conf).
-        await asyncio.to_thread(topology.wait_replicated)
+        await asyncio.to_thread(cluster_topology.wait_replicated)
 
     async with _runtime(control_plane.kubeconfig, config, collector) as (runtime, _):
         for phase, action in enumerate(("reshard", "failover")):
@@ -200,12 +201,12 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
     # slot the cluster lost for good (ClusterTopology.restart_replicas says how Redis 7.0 did)
     # fails the read after 60 s, with each node's view.
     try:
-        await asyncio.to_thread(topology.wait_healthy, timeout=60)
+        await asyncio.to_thread(cluster_topology.wait_healthy, timeout=60)
     except RedisServerError as e:
         print(f"seed {seed}: reading anyway; {e}")
 
     missing = burst.lost(
-        planted, removed, read=lambda execution: _read(people, topology, execution, seed=seed)
+        planted, removed, read=lambda execution: _read(people, cluster_topology, execution, seed=seed)
     )
     deleted = sum(removed.values())
     print(

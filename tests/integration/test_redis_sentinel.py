@@ -21,7 +21,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis
@@ -43,14 +43,8 @@ SLUG = "sentinel-proof"
 PER_PHASE = 14
 
 
-@pytest.fixture
-def topology() -> Iterator[SentinelTopology]:
-    with SentinelTopology() as started:
-        yield started
-
-
-def _settings(topology: SentinelTopology, *, min_replicas: int) -> settings.Settings:
-    return topology.settings(redis_min_replicas=min_replicas, redis_min_replicas_timeout_seconds=1)
+def _settings(sentinel_topology: SentinelTopology, *, min_replicas: int) -> settings.Settings:
+    return sentinel_topology.settings(redis_min_replicas=min_replicas, redis_min_replicas_timeout_seconds=1)
 
 
 @contextlib.asynccontextmanager
@@ -65,7 +59,10 @@ async def _runtime(
 
 
 async def _burst_with_kill(
-    runtime: model.Runtime, topology: SentinelTopology, planted: list[burst.Planted], rng: random.Random
+    runtime: model.Runtime,
+    sentinel_topology: SentinelTopology,
+    planted: list[burst.Planted],
+    rng: random.Random,
 ) -> dict[str, bool]:
     """Remove every planted Pod; SIGKILL the primary after a random number of them, promote."""
     after = rng.randint(3, len(planted) // 2)
@@ -78,8 +75,8 @@ async def _burst_with_kill(
     async def killer() -> None:
         await reached.wait()
         await asyncio.sleep(rng.uniform(0, 0.1))  # Somewhere inside the next removals.
-        victim = await asyncio.to_thread(topology.kill_primary)
-        await asyncio.to_thread(topology.wait_promoted, old=victim)
+        victim = await asyncio.to_thread(sentinel_topology.kill_primary)
+        await asyncio.to_thread(sentinel_topology.wait_promoted, old=victim)
 
     kill = asyncio.create_task(killer())
     try:
@@ -113,14 +110,14 @@ def _reader(config: settings.Settings) -> Callable[[str], str | None]:
 @pytest.mark.parametrize("min_replicas", [1, 0])
 async def test_kill_the_primary_during_a_burst_of_refusals(
     min_replicas: int,
-    topology: SentinelTopology,
+    sentinel_topology: SentinelTopology,
     control_plane: ControlPlane,
     admin_api: client.ApiClient,
     namespace: str,
 ) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
-    config = _settings(topology, min_replicas=min_replicas)
+    config = _settings(sentinel_topology, min_replicas=min_replicas)
     collector = metrics.Metrics()
     phases = 2 if min_replicas else 1
     planted = await burst.plant(
@@ -129,15 +126,15 @@ async def test_kill_the_primary_during_a_burst_of_refusals(
     removed: dict[str, bool] = {}
     async with _runtime(control_plane, config, collector) as runtime:
         # Phase 1: the replica is held back, then the primary dies and the replica is promoted.
-        topology.relay.hold()
+        sentinel_topology.relay.hold()
         first = planted[:PER_PHASE]
-        removed |= await _burst_with_kill(runtime, topology, first, rng)
+        removed |= await _burst_with_kill(runtime, sentinel_topology, first, rng)
         if phases == 2:
             # Phase 2: the old primary comes back as the replica, in sync; the primary dies again.
-            old = topology.replica()
+            old = sentinel_topology.replica()
             await asyncio.to_thread(old.start)
-            await asyncio.to_thread(topology.wait_in_sync, timeout=60)
-            removed |= await _burst_with_kill(runtime, topology, planted[PER_PHASE:], rng)
+            await asyncio.to_thread(sentinel_topology.wait_in_sync, timeout=60)
+            removed |= await _burst_with_kill(runtime, sentinel_topology, planted[PER_PHASE:], rng)
 
     missing = burst.lost(planted, removed, read=_reader(config))
     deleted = sum(removed.values())
@@ -162,7 +159,7 @@ async def test_kill_the_primary_during_a_burst_of_refusals(
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")},
             "AGENTIHOOKS_SWARM_REDIS_MODE": "sentinel",
-            "AGENTIHOOKS_SWARM_REDIS_SENTINELS": topology.addresses,
+            "AGENTIHOOKS_SWARM_REDIS_SENTINELS": sentinel_topology.addresses,
         }
         for argv in (
             ["-c", READ_STARTUP, SLUG, shown.attempt.execution],

@@ -14,15 +14,19 @@ from typing import Protocol
 import pytest
 
 from tests.support.proxy import FaultProxy
+from tests.support.redis_cluster import ClusterTopology
+from tests.support.redis_sentinel import SentinelTopology
 from tests.support.redis_server import RedisServer
 
 __all__ = [
     "ControlPlaneLike",
+    "cluster_topology",
     "fault_proxy",
     "fault_proxy_kubeconfig",
     "proxy_kubeconfig",
     "redis_server",
     "redis_url",
+    "sentinel_topology",
     "threaded_fault_proxy",
     "threaded_tls_fault_proxy",
 ]
@@ -53,6 +57,21 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
     redis_server.flushall()
     yield redis_server.url
     _make_healthy(redis_server)
+
+
+@pytest.fixture
+def sentinel_topology() -> Iterator[SentinelTopology]:
+    """A Redis primary, its replica (through a relay the test can hold) and three Sentinels, the
+    test's own."""
+    with SentinelTopology() as started:
+        yield started
+
+
+@pytest.fixture
+def cluster_topology() -> Iterator[ClusterTopology]:
+    """A Redis Cluster of three primaries and three replicas, the test's own."""
+    with ClusterTopology() as started:
+        yield started
 
 
 def _make_healthy(server: RedisServer) -> None:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from kubernetes_asyncio import client
 from redis.crc import key_slot
 
 from agentihooks_swarm import metrics, settings, store as store_
@@ -30,10 +29,9 @@ from agentihooks_swarm.lifecycle import cleanup, model
 from agentihooks_swarm.storage import operations
 from tests.support import burst
 from tests.support.cleanup_passes import run_pass
-from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
-from tests.support.planting import PLANTED, plant_pod
-from tests.support.proxy import FaultProxy
+from tests.support.fixtures_rig import Rig
+from tests.support.planting import PLANTED
 from tests.support.read_commands import READ_JOURNAL, READ_RETAINED, READ_STARTUP
 from tests.support.redis_cluster import ClusterTopology
 from tests.support.redis_server import RedisServerError
@@ -74,21 +72,15 @@ async def _run(config: settings.Settings, *args: str) -> subprocess.CompletedPro
 
 
 async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
-    cluster_topology: ClusterTopology,
-    control_plane: ControlPlane,
-    admin_api: client.ApiClient,
-    namespace: str,
-    fault_proxy: FaultProxy,
-    tmp_path: Path,
+    cluster_topology: ClusterTopology, rig: Rig
 ) -> None:
     config = _settings(cluster_topology)
-    launched = model.Attempt(namespace=namespace, slug=SLUG, execution="e1", generation=1)
-    cleaned = model.Attempt(namespace=namespace, slug=SLUG, execution="e2", generation=1)
-    first = await plant_pod(admin_api, control_plane, attempt=launched, exit_code=78, reason="Error")
-    second = await plant_pod(admin_api, control_plane, attempt=cleaned, exit_code=78, reason="Error")
-    kubeconfig = fault_proxy.kubeconfig(token=control_plane.admin_token, path=tmp_path / "proxy.kubeconfig")
-    fault_proxy.fail(status=403, path=r".*/log$", times=1)  # The first log read is cleanup's: journal stays.
-    async with _runtime(kubeconfig, config, metrics.Metrics()) as (runtime, opened):
+    launched = model.Attempt(namespace=rig.namespace, slug=SLUG, execution="e1", generation=1)
+    cleaned = model.Attempt(namespace=rig.namespace, slug=SLUG, execution="e2", generation=1)
+    first = await rig.plant(launched, exit_code=78, reason="Error")
+    second = await rig.plant(cleaned, exit_code=78, reason="Error")
+    rig.fault("403", path=r".*/log$", times=1)  # The first log read is cleanup's: journal stays.
+    async with _runtime(rig.kubeconfig, config, metrics.Metrics()) as (runtime, opened):
         with pytest.raises(cleanup.PassFailed):
             await run_pass(runtime, opened, cleaned)
         journal = await _run(config, "-c", READ_JOURNAL, SLUG, "e2")
@@ -146,17 +138,14 @@ def _read(
 
 
 async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
-    cluster_topology: ClusterTopology,
-    control_plane: ControlPlane,
-    admin_api: client.ApiClient,
-    namespace: str,
+    cluster_topology: ClusterTopology, rig: Rig
 ) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     config = _settings(cluster_topology)
     collector = metrics.Metrics()
     planted = await burst.plant(
-        admin_api, control_plane, namespace=namespace, slug=SLUG, prefix="e", count=2 * PER_PHASE
+        rig.api, rig.cluster, namespace=rig.namespace, slug=SLUG, prefix="e", count=2 * PER_PHASE
     )
     index = store_.key(config.key_prefix, SLUG, store_.RETENTION_INDEX)
     removed: dict[str, bool] = {}
@@ -176,7 +165,7 @@ async def test_a_slot_move_and_a_primary_failover_during_refusals_lose_nothing(
         await asyncio.to_thread(victim.start)  # Back as the new primary's replica (its nodes.conf).
         await asyncio.to_thread(cluster_topology.wait_replicated)
 
-    async with _runtime(control_plane.kubeconfig, config, collector) as (runtime, _):
+    async with _runtime(rig.cluster.kubeconfig, config, collector) as (runtime, _):
         for phase, action in enumerate(("reshard", "failover")):
             items = planted[phase * PER_PHASE : (phase + 1) * PER_PHASE]
             after = rng.randint(2, PER_PHASE // 2)

@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis
-from kubernetes_asyncio import client
 
 from agentihooks_swarm import metrics, settings, store as store_
 from agentihooks_swarm.kubernetes import clients
@@ -34,6 +33,7 @@ from agentihooks_swarm.storage import operations
 from tests.support import burst
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
+from tests.support.fixtures_rig import Rig
 from tests.support.read_commands import READ_STARTUP
 from tests.support.redis_sentinel import SentinelTopology
 
@@ -109,11 +109,7 @@ def _reader(config: settings.Settings) -> Callable[[str], str | None]:
 # is most of the time; min_replicas=0 has one kill.
 @pytest.mark.parametrize("min_replicas", [1, 0])
 async def test_kill_the_primary_during_a_burst_of_refusals(
-    min_replicas: int,
-    sentinel_topology: SentinelTopology,
-    control_plane: ControlPlane,
-    admin_api: client.ApiClient,
-    namespace: str,
+    min_replicas: int, sentinel_topology: SentinelTopology, rig: Rig
 ) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
@@ -121,10 +117,10 @@ async def test_kill_the_primary_during_a_burst_of_refusals(
     collector = metrics.Metrics()
     phases = 2 if min_replicas else 1
     planted = await burst.plant(
-        admin_api, control_plane, namespace=namespace, slug=SLUG, prefix="e", count=PER_PHASE * phases
+        rig.api, rig.cluster, namespace=rig.namespace, slug=SLUG, prefix="e", count=PER_PHASE * phases
     )
     removed: dict[str, bool] = {}
-    async with _runtime(control_plane, config, collector) as runtime:
+    async with _runtime(rig.cluster, config, collector) as runtime:
         # Phase 1: the replica is held back, then the primary dies and the replica is promoted.
         sentinel_topology.relay.hold()
         first = planted[:PER_PHASE]

@@ -35,7 +35,7 @@ from agentihooks_swarm.controller import (
 )
 from agentihooks_swarm.controller.workqueue import KeyedQueue
 from agentihooks_swarm.kubernetes import api, clients, event_index, informer, secrets
-from agentihooks_swarm.lifecycle import model, quota as quota_, step as lifecycle
+from agentihooks_swarm.lifecycle import model, quota as quota_, step as lifecycle, worker_policy
 from agentihooks_swarm.storage import acl, failover, operations
 from agentihooks_swarm.swarm import credentials as credentials_, status as swarms_, worker_secret
 
@@ -173,6 +173,7 @@ def build(
         startup_deadline_seconds=settings.startup_deadline_seconds,
         startup=capture,
         events=index,
+        worker_policy=worker_policy.WorkerPolicy.from_settings(settings),
     )
     leader = leadership.Leadership(
         leases=cluster.leases,

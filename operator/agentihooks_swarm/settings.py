@@ -148,6 +148,44 @@ class Settings(pydantic.BaseModel):
         "for one more WORKER_CREDENTIALS_INTERVAL_SECONDS. 0 never rotates.",
     )
 
+    # What a Swarm may put in its workers (docs/security.md, "What a Swarm author may put in a
+    # worker"); the chart's ValidatingAdmissionPolicy enforces the same rules at admission.
+    worker_service_account: str | None = pydantic.Field(
+        default=None,
+        description="The ServiceAccount a worker Pod runs as when its Swarm's spec.worker names none, "
+        "and one it may name. Unset: such a Pod runs as its namespace's `default` (no token is mounted "
+        "either way). The chart sets RELEASE-worker, which it creates with no RBAC.",
+    )
+    worker_service_accounts: str = pydantic.Field(
+        default="",
+        description="Comma-separated ServiceAccounts a Swarm's spec.worker.serviceAccountName may name "
+        "besides WORKER_SERVICE_ACCOUNT; `*` allows any. Empty: that one only.",
+    )
+    worker_secret_prefixes: str = pydantic.Field(
+        default="swarm-worker-",
+        description="Comma-separated name prefixes of the Secrets a worker's env may read "
+        "(spec.worker.env[].valueFrom.secretKeyRef.name). Never allowed, whatever this and "
+        "WORKER_SECRETS say: swarm-worker-redis-* (the operator's own worker credentials), "
+        "sh.helm.release.v1.* (Helm's releases) and WORKER_DENIED_SECRETS. A lone `,` allows no prefix.",
+    )
+    worker_secrets: str = pydantic.Field(
+        default="",
+        description="Comma-separated names of further Secrets a worker's env may read; `*` allows any "
+        "but the never-allowed ones.",
+    )
+    worker_denied_secrets: str = pydantic.Field(
+        default="",
+        description="Comma-separated names of Secrets no worker may read: the chart sets the Redis "
+        "Secrets the controller reads (the bundled Redis's password).",
+    )
+    worker_metadata_prefixes: str = pydantic.Field(
+        default="",
+        description="Comma-separated key prefixes (e.g. `example.com/`) under which a Swarm may put "
+        "labels and annotations on its workers; `*` allows any. Keys without a prefix (`team`) are "
+        "always allowed, keys under the operator's own swarm.agentihooks.io never. Empty: no prefixed "
+        "key, so none under kubernetes.io, k8s.io or a sidecar injector's domain.",
+    )
+
     @pydantic.model_validator(mode="after")
     def _topology(self) -> Settings:
         if self.redis_mode == "sentinel" and not self.sentinel_addresses:

@@ -49,6 +49,8 @@ LEADER_RULES: Final = {
 CRD_RULES: Final = {
     ("apiextensions.k8s.io", "customresourcedefinitions", v, "*") for v in ("get", "list", "watch")
 }
+#: The worker namespace by default: apart from the release namespace.
+WORKERS: Final = f"{NAMESPACE}-workers"
 NAMESPACE_RULES: Final = {("", "namespaces", "list", "*"), ("", "namespaces", "watch", "*")}
 
 EXTERNAL: Final = {
@@ -89,9 +91,23 @@ def test_default_objects(chart: Chart) -> None:
         ("Secret", "rel-redis"),
         ("Service", "rel-redis"),
         ("StatefulSet", "rel-redis"),
+        # The worker namespace, apart from the release namespace (tests/chart/test_workers.py).
+        ("Namespace", WORKERS),
+        ("ServiceAccount", "rel-worker"),
+        ("ValidatingAdmissionPolicy", "rel-ns-workers"),
+        ("ValidatingAdmissionPolicyBinding", "rel-ns-workers"),
     }
-    namespaced = [o for o in rendered.objects if o["kind"] not in ("ClusterRole", "ClusterRoleBinding")]
-    assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE}
+    cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "Namespace", "ValidatingAdmissionPolicy")
+    namespaced = [o for o in rendered.objects if not o["kind"].startswith(cluster_scoped)]
+    in_workers = {
+        (o["kind"], o["metadata"]["name"]) for o in namespaced if o["metadata"]["namespace"] == WORKERS
+    }
+    assert in_workers == {
+        ("Role", "rel-controller"),
+        ("RoleBinding", "rel-controller"),
+        ("ServiceAccount", "rel-worker"),
+    }
+    assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE, WORKERS}
 
 
 def test_controller_runs_namespaced_with_its_probes(chart: Chart) -> None:
@@ -104,7 +120,7 @@ def test_controller_runs_namespaced_with_its_probes(chart: Chart) -> None:
     assert "command" not in container  # The image's entrypoint: python -m agentihooks_swarm.
     assert container["args"] == [
         "run",
-        "--namespace=ns",
+        f"--namespace={WORKERS}",
         "--liveness=http://0.0.0.0:8080/healthz",
         "--log-format=full",
     ]
@@ -140,6 +156,12 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_LEASE_NAMESPACE",
         "AGENTIHOOKS_SWARM_LEASE_NAME",
         "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS",
+        "AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNT",
+        "AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNTS",
+        "AGENTIHOOKS_SWARM_WORKER_SECRET_PREFIXES",
+        "AGENTIHOOKS_SWARM_WORKER_SECRETS",
+        "AGENTIHOOKS_SWARM_WORKER_DENIED_SECRETS",
+        "AGENTIHOOKS_SWARM_WORKER_METADATA_PREFIXES",
     }
     fields = {settings.PREFIX + name.upper() for name in settings.Settings.model_fields}
     assert {name for name in env if name.startswith(settings.PREFIX)} <= fields
@@ -151,7 +173,7 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
     plain = {name: e["value"] for name, e in env.items() if "value" in e}
     # The operator's own parser accepts what the chart sets.
     parsed = settings.Settings.from_env({**plain, "AGENTIHOOKS_SWARM_REDIS_PASSWORD": "x"})
-    assert parsed.namespace == NAMESPACE
+    assert parsed.namespace == WORKERS
     assert parsed.lease_namespace == NAMESPACE
     assert parsed.ttl_seconds_after_finished == 86400  # One day, like the chart says.
     assert parsed.lease_name == "rel-controller"

@@ -86,11 +86,19 @@ def test_helm_install_into_a_restricted_namespace(
         containers = deployment["spec"]["template"]["spec"]["containers"]
         assert [c["name"] for c in containers] == ["controller"]
 
+        # The workers' own namespace (Pod Security restricted), with the Role and the worker
+        # ServiceAccount, and the policy that refuses a Swarm asking for what workers may not use.
+        workers = f"{namespace}-workers"
+        labels = _get(control_plane, f"/api/v1/namespaces/{workers}")["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
         role = _get(
             control_plane,
-            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/{RELEASE}-controller",
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{workers}/roles/{RELEASE}-controller",
         )
         assert {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]} in role["rules"]
+        account = _get(control_plane, f"/api/v1/namespaces/{workers}/serviceaccounts/{RELEASE}-worker")
+        assert account["automountServiceAccountToken"] is False
+        _refused_at_admission(control_plane, workers)
 
         # Pod Security `restricted` admits the bundled Redis's Pod: the test control plane runs no
         # StatefulSet controller, so the Pod its template makes is created with a server dry run.
@@ -131,3 +139,21 @@ def test_helm_install_into_a_restricted_namespace(
                 time.sleep(0.5)
     finally:
         _run([helm, "uninstall", RELEASE, "--namespace", namespace, "--wait=hookOnly"], env=env)
+        control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}-workers")  # kept by Helm
+
+
+def _refused_at_admission(control_plane: ControlPlane, workers: str) -> None:
+    """A Swarm asking for the namespace's default ServiceAccount is refused, once the API server
+    has the policy in force (it compiles it and sees its binding within a moment)."""
+    swarm = {
+        "apiVersion": "swarm.agentihooks.io/v1alpha1",
+        "kind": "Swarm",
+        "metadata": {"name": "wide"},
+        "spec": {"worker": {"image": "busybox", "serviceAccountName": "default"}},
+    }
+    path = f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{workers}/swarms?dryRun=All"
+    deadline = time.monotonic() + 30
+    while (answer := control_plane.request("POST", path, swarm))[0] != 403:
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.2)
+    assert b'spec.worker.serviceAccountName: \\"default\\" is not allowed' in answer[1], answer

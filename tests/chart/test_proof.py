@@ -66,7 +66,14 @@ def test_startup_refusal_proof(
     else:
         assert '"log_reads": 3' in done.stdout
         subprocess.run(
-            [str(control_plane.bin_dir / "kubectl"), "delete", "namespace", env["NAMESPACE"], "--wait=false"],
+            [
+                str(control_plane.bin_dir / "kubectl"),
+                "delete",
+                "namespace",
+                env["NAMESPACE"],
+                f"{env['NAMESPACE']}-workers",  # the chart's worker namespace, kept by Helm
+                "--wait=false",
+            ],
             env=env,
             check=False,
             capture_output=True,

@@ -46,6 +46,9 @@ QUIET = 3.0
 SWARM_SPEC = schemas.crd_schema("swarm.agentihooks.io_swarms.yaml")["properties"]["spec"]
 EXECUTION_SPEC = schemas.crd_schema("swarm.agentihooks.io_executions.yaml")["properties"]["spec"]
 
+#: A ServiceAccount the operator's worker policy allows and the namespace lacks.
+MISSING_ACCOUNT = "no-such-account"
+
 Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
 
 
@@ -109,7 +112,13 @@ VIOLATIONS: dict[str, tuple[Mutation, str]] = {
     "string task too large": (_set("exec.spec.task", "x" * 1_000_001), "operator"),
     "object task too large": (_set("exec.spec.task", {"goal": "x" * 1_000_001}), "operator"),
     "pod security context refused": (_set("worker.securityContext", {"runAsUser": -1}), "operator"),
-    "service account missing": (_set("worker.serviceAccountName", "no-such-account"), "operator"),
+    # The operator runs with MISSING_ACCOUNT allowed (WORKER_SERVICE_ACCOUNTS): the API server refuses it.
+    "service account missing": (_set("worker.serviceAccountName", MISSING_ACCOUNT), "operator"),
+    "service account not allowed": (_set("worker.serviceAccountName", "default"), "operator"),
+    "secret not allowed": (
+        _set("worker.env", [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "db", "key": "k"}}}]),
+        "operator",
+    ),
     "project outside registration": (_outside_registration, "operator"),
     "swarm missing": (_no_swarm, "operator"),
 }
@@ -121,6 +130,8 @@ OPERATOR_ANSWERS: dict[str, tuple[str, ...]] = {
     "object task too large": ("Invalid/InvalidSpec",),
     "pod security context refused": ("Invalid/PodRejected",),
     "service account missing": ("Pending/LaunchFailed",),
+    "service account not allowed": ("Invalid/WorkerNotAllowed",),
+    "secret not allowed": ("Invalid/WorkerNotAllowed",),
     "project outside registration": ("Refused/project_unpermitted", "Done/project_unpermitted"),
     "swarm missing": ("Pending/SwarmNotFound",),
 }
@@ -257,7 +268,11 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
     TALLY.seed = seed
     print(f"fuzz seed {seed} (AGENTIHOOKS_SWARM_FUZZ_SEED={seed} runs these cases again)")
     cases = generate(namespace=namespace, count=CASES, seed=seed)
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=namespace)
+    process = operator(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        env={"AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNTS": MISSING_ACCOUNT},
+    )
     gate = asyncio.Semaphore(4)
 
     async def apply(case: Case) -> None:

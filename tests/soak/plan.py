@@ -204,7 +204,8 @@ SWARMS: Final[tuple[SwarmPlan, ...]] = (
         "nosecret",
         "never-starts",
         pods.protocol_annotations(
-            waiting_reason="CreateContainerConfigError", waiting_message='secret "soak-missing" not found'
+            waiting_reason="CreateContainerConfigError",
+            waiting_message='secret "swarm-worker-soak-missing" not found',
         ),
         startup_deadline_seconds=4,
         real=RealWorker(script="exit 0", missing_secret=True),

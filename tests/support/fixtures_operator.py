@@ -25,9 +25,9 @@ import pytest
 
 from agentihooks_swarm import metrics, settings
 from agentihooks_swarm.kubernetes import clients
-from agentihooks_swarm.lifecycle import model
+from agentihooks_swarm.lifecycle import model, worker_policy
 from agentihooks_swarm.storage import operations
-from tests.support import crds
+from tests.support import crds, pods
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.operator_process import OperatorProcess
@@ -49,6 +49,10 @@ async def store(redis_url: str) -> AsyncIterator[operations.AsyncStore]:
         yield opened
 
 
+#: The safe default worker policy, and the test workers' kwok annotations (a prefixed key).
+TEST_WORKER_POLICY = worker_policy.WorkerPolicy(metadata_prefixes=(pods.PREFIX,))
+
+
 class RuntimeFactory(Protocol):
     def __call__(
         self, kubeconfig: Path, *, recorder: bool = True, timeout: float = 3.0
@@ -66,6 +70,7 @@ def runtime_for(store: operations.AsyncStore) -> RuntimeFactory:
                 cluster=clients.build(api=api, timeout=timeout),
                 recorder=store if recorder else None,
                 metrics=metrics.Metrics(),
+                worker_policy=TEST_WORKER_POLICY,
             )
 
     return factory

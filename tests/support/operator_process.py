@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from tests.support import pods
+
 READY_LINE = "agentihooks-swarm started"
 
 
@@ -53,6 +55,9 @@ class OperatorProcess:
                 "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "1",
                 "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "3",
                 "AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS": "6",
+                # The test workers' kwok annotations (tests/support/pods.py) are a prefixed key
+                # the worker policy must allow; everything else of it is the safe default.
+                "AGENTIHOOKS_SWARM_WORKER_METADATA_PREFIXES": pods.PREFIX,
                 "PYTHONUNBUFFERED": "1",
             }
         )

@@ -27,7 +27,8 @@ from agentihooks_swarm import records
 from tests.support import pods
 
 MISSING_IMAGE = "registry.invalid/agentihooks-swarm/missing:never-pushed"
-MISSING_SECRET = "agentihooks-missing-secret"
+#: Under the worker policy's default Secret prefix (swarm-worker-): a name the worker may read, absent.
+MISSING_SECRET = "swarm-worker-missing-secret"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The startup-refusal proof, against the current kube context.
 #
-# It grants pods/log in the proof namespace (the chart's Role), plants a worker that prints
+# It installs the chart in NAMESPACE (its workers in NAMESPACE-workers, the chart's default), grants
+# pods/log in the worker namespace (the chart's Role), plants a worker that prints
 # "worker startup refused: planted kind refusal" and exits 78, and hands it a grant for a project
 # outside the Swarm's registration, so the hand is refused with project_unpermitted. Then it checks
 # that the Pod is gone and that attempt-startup-diagnostics holds phase Failed, exit code 78,
@@ -17,7 +18,8 @@
 #                 (token from the TokenRequest API), so the chart's RBAC is what is exercised.
 #                 Needs REDIS_URL (the chart is installed with redis.mode=external pointing at it).
 #
-# Other knobs: NAMESPACE (agentihooks-swarm-proof), RELEASE (agentihooks-swarm), CHART (this
+# Other knobs: NAMESPACE (agentihooks-swarm-proof), WORKERS (the worker namespace the chart makes,
+# NAMESPACE-workers), RELEASE (agentihooks-swarm), CHART (this
 # chart), PYTHON (python3, with agentihooks-swarm installed, for OPERATOR=external), WORKER_IMAGE
 # (busybox:1.36), HELM_ARGS (extra helm arguments, e.g. the image tag), TIMEOUT (seconds, 120),
 # PROOF_PLANT_LOG (a command run as `$PROOF_PLANT_LOG NAMESPACE POD CONTAINER < log` where no real
@@ -27,6 +29,7 @@ set -euo pipefail
 MODE="${MODE:-logs}"
 OPERATOR="${OPERATOR:-in-cluster}"
 NAMESPACE="${NAMESPACE:-agentihooks-swarm-proof}"
+WORKERS="${WORKERS:-$NAMESPACE-workers}"
 RELEASE="${RELEASE:-agentihooks-swarm}"
 CHART="${CHART:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 PYTHON="${PYTHON:-python3}"
@@ -53,14 +56,15 @@ case "$OPERATOR" in in-cluster|external) ;; *) fail "OPERATOR must be in-cluster
 say "namespace $NAMESPACE and the chart (rbac.podLogs=$pod_logs)"
 kubectl get namespace "$NAMESPACE" >/dev/null 2>&1 || kubectl create namespace "$NAMESPACE" >/dev/null
 kubectl label namespace "$NAMESPACE" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
-helm_args=(--namespace "$NAMESPACE" --set "rbac.podLogs=$pod_logs" --set operator.cleanupIntervalSeconds=2)
+helm_args=(--namespace "$NAMESPACE" --set "watch.namespace=$WORKERS" --set "rbac.podLogs=$pod_logs"
+  --set operator.cleanupIntervalSeconds=2)
 if [ "$OPERATOR" = external ]; then
   [ -n "${REDIS_URL:-}" ] || fail "OPERATOR=external needs REDIS_URL"
   helm_args+=(--set redis.mode=external --set "redis.external.url=$REDIS_URL" --set replicas=0)
 fi
 # shellcheck disable=SC2086
 helm upgrade --install "$RELEASE" "$CHART" "${helm_args[@]}" ${HELM_ARGS:-} --wait --timeout "${TIMEOUT}s" >/dev/null
-if kubectl auth can-i get pods --subresource=log -n "$NAMESPACE" \
+if kubectl auth can-i get pods --subresource=log -n "$WORKERS" \
      --as "system:serviceaccount:$NAMESPACE:$RELEASE-controller" >/dev/null 2>&1; then granted=true; else granted=false; fi
 [ "$granted" = "$pod_logs" ] || fail "the chart's ServiceAccount may get pods/log: $granted, expected $pod_logs"
 echo "pods/log for $RELEASE-controller: $granted"
@@ -96,12 +100,13 @@ current-context: proof
 KUBECONFIG
   KUBECONFIG="$work/kubeconfig" \
   AGENTIHOOKS_SWARM_REDIS_URL="$REDIS_URL" \
-  AGENTIHOOKS_SWARM_NAMESPACE="$NAMESPACE" \
+  AGENTIHOOKS_SWARM_NAMESPACE="$WORKERS" \
   AGENTIHOOKS_SWARM_LEASE_NAMESPACE="$NAMESPACE" \
   AGENTIHOOKS_SWARM_LEASE_NAME="$RELEASE-controller" \
   AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS=2 \
   AGENTIHOOKS_SWARM_METRICS_PORT=0 \
-    "$PYTHON" -m agentihooks_swarm run --namespace="$NAMESPACE" > "$work/operator.log" 2>&1 &
+  AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNT="$RELEASE-worker" \
+    "$PYTHON" -m agentihooks_swarm run --namespace="$WORKERS" > "$work/operator.log" 2>&1 &
   operator_pid=$!
   for _ in $(seq 1 100); do grep -q "agentihooks-swarm started" "$work/operator.log" && break; sleep 0.2; done
   grep -q "agentihooks-swarm started" "$work/operator.log" || fail "the operator did not start"
@@ -111,9 +116,9 @@ fi
 
 say "a worker that prints the refusal and exits 78: pod $POD"
 if [ -n "${PROOF_PLANT_LOG:-}" ]; then
-  printf '%s\n' "$PLANTED" | $PROOF_PLANT_LOG "$NAMESPACE" "$POD" worker
+  printf '%s\n' "$PLANTED" | $PROOF_PLANT_LOG "$WORKERS" "$POD" worker
 fi
-kubectl apply -n "$NAMESPACE" -f - >/dev/null <<POD
+kubectl apply -n "$WORKERS" -f - >/dev/null <<POD
 apiVersion: v1
 kind: Pod
 metadata:
@@ -136,10 +141,10 @@ spec:
       command: ["sh", "-c", "echo '$PLANTED'; exit 78"]
       securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 POD
-kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.phase}'=Failed "pod/$POD" --timeout "${TIMEOUT}s" >/dev/null
+kubectl wait -n "$WORKERS" --for=jsonpath='{.status.phase}'=Failed "pod/$POD" --timeout "${TIMEOUT}s" >/dev/null
 
 say "a Swarm registered for one project, and an Execution for another"
-kubectl apply -n "$NAMESPACE" -f - >/dev/null <<CRS
+kubectl apply -n "$WORKERS" -f - >/dev/null <<CRS
 apiVersion: swarm.agentihooks.io/v1alpha1
 kind: Swarm
 metadata: {name: $SLUG}
@@ -152,9 +157,9 @@ kind: Execution
 metadata: {name: $EXECUTION}
 spec: {swarm: $SLUG, project: outside-the-registration, task: {proof: true}}
 CRS
-kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.hand.reason}'=project_unpermitted "execution/$EXECUTION" \
+kubectl wait -n "$WORKERS" --for=jsonpath='{.status.hand.reason}'=project_unpermitted "execution/$EXECUTION" \
   --timeout "${TIMEOUT}s" >/dev/null || fail "the hand was not refused with project_unpermitted"
-echo "hand: $(kubectl get -n "$NAMESPACE" "execution/$EXECUTION" -o jsonpath='{.status.hand}')"
+echo "hand: $(kubectl get -n "$WORKERS" "execution/$EXECUTION" -o jsonpath='{.status.hand}')"
 
 check() {  # check HASH PYTHON-ASSERTIONS: read the record and assert on `record`
   local raw
@@ -166,7 +171,7 @@ check() {  # check HASH PYTHON-ASSERTIONS: read the record and assert on `record
 
 if [ "$MODE" = logs ]; then
   say "launch removal: the Pod is gone and its evidence is in attempt-startup-diagnostics"
-  kubectl wait -n "$NAMESPACE" --for=delete "pod/$POD" --timeout "${TIMEOUT}s" >/dev/null || fail "the refused pod is still there"
+  kubectl wait -n "$WORKERS" --for=delete "pod/$POD" --timeout "${TIMEOUT}s" >/dev/null || fail "the refused pod is still there"
   check attempt-startup-diagnostics "
 s = record['startup']; c = s['containers'][0]
 assert s['phase'] == 'Failed', s['phase']
@@ -175,11 +180,11 @@ assert c['terminated']['reason'] == 'Error', c['terminated']
 assert c['log'].rstrip().endswith('$PLANTED'), c['log']"
 else
   say "launch removal keeps the refused Pod: pods/log is refused with 403"
-  kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.hand.removed}'=false "execution/$EXECUTION" \
+  kubectl wait -n "$WORKERS" --for=jsonpath='{.status.hand.removed}'=false "execution/$EXECUTION" \
     --timeout "${TIMEOUT}s" >/dev/null || fail "launch removal did not report removed: false"
   [ "$(read_record attempt-startup-diagnostics)" = None ] || fail "a capture was stored without the log"
   say "final cleanup fails twice, then removes the Pod on the third pass with exit reasons only"
-  kubectl wait -n "$NAMESPACE" --for=delete "pod/$POD" --timeout "${TIMEOUT}s" >/dev/null || fail "cleanup did not remove the pod"
+  kubectl wait -n "$WORKERS" --for=delete "pod/$POD" --timeout "${TIMEOUT}s" >/dev/null || fail "cleanup did not remove the pod"
   for _ in $(seq 1 "$TIMEOUT"); do [ "$(read_record attempt-retained)" != None ] && break; sleep 1; done
   check attempt-retained "
 p = record['removed']['pods'][0]; c = p['startup']['containers'][0]
@@ -188,5 +193,5 @@ assert p['log_reads'] == 3, p
 assert 'log' not in c, c
 assert (c['terminated']['exitCode'], c['terminated']['reason']) == (78, 'Error'), c"
 fi
-kubectl delete -n "$NAMESPACE" "execution/$EXECUTION" --wait=false >/dev/null
+kubectl delete -n "$WORKERS" "execution/$EXECUTION" --wait=false >/dev/null
 printf '\nPROOF PASSED (%s, operator %s): execution %s\n' "$MODE" "$OPERATOR" "$EXECUTION"

@@ -28,9 +28,12 @@ RELEASE-controller, which the read commands in NOTES.txt rely on.
 {{ .Values.serviceAccount.name | default (include "agentihooks-swarm.controllerName" .) }}
 {{- end }}
 
-{{/* The worker namespace: Swarms, Executions, worker Pods, the Role and the KopfPeering. */}}
+{{/*
+The worker namespace: Swarms, Executions, worker Pods, the Role and the worker ServiceAccount.
+Unset: RELEASE_NAMESPACE-workers, apart from the controller's and the bundled Redis's Secrets.
+*/}}
 {{- define "agentihooks-swarm.workerNamespace" -}}
-{{ .Values.watch.namespace | default .Release.Namespace }}
+{{ .Values.watch.namespace | default (printf "%s-workers" .Release.Namespace | trunc 63 | trimSuffix "-") }}
 {{- end }}
 
 {{- define "agentihooks-swarm.image" -}}
@@ -177,6 +180,7 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ include "agentihooks-swarm.leaseName" . | quote }}
 - name: AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS
   value: {{ .Values.operator.leaseDurationSeconds | quote }}
+{{- include "agentihooks-swarm.workerEnv" . }}
 {{- end }}
 
 {{/*
@@ -257,4 +261,65 @@ without Helm.
   resources: [namespaces]
   verbs: [list, watch]
 {{- end }}
+{{- end }}
+
+{{/*
+What a Swarm may put in its workers (docs/security.md): the AGENTIHOOKS_SWARM_WORKER_* settings
+and the ValidatingAdmissionPolicy (worker-policy.yaml) are both rendered from these.
+*/}}
+{{/* The worker ServiceAccount ("" : none, the namespace's default). */}}
+{{- define "agentihooks-swarm.workerServiceAccountName" -}}
+{{- $sa := .Values.workers.serviceAccount -}}
+{{- if $sa.name -}}
+{{ $sa.name }}
+{{- else if and $sa.create (not .Values.watch.allNamespaces) -}}
+{{ .Release.Name }}-worker
+{{- end -}}
+{{- end }}
+
+{{/* The ServiceAccounts a Swarm may name, as a JSON list: the worker's, then workers.serviceAccounts. */}}
+{{- define "agentihooks-swarm.workerServiceAccounts" -}}
+{{- $own := include "agentihooks-swarm.workerServiceAccountName" . -}}
+{{- $names := ternary (list $own) (list) (ne $own "") -}}
+{{- range .Values.workers.serviceAccounts }}{{ if ne . $own }}{{ $names = append $names . }}{{ end }}{{ end -}}
+{{ toJson $names }}
+{{- end }}
+
+{{/* The Secrets no worker may read, as a JSON list: the Redis Secrets the controller reads, then workers.deniedSecrets. */}}
+{{- define "agentihooks-swarm.workerDeniedSecrets" -}}
+{{- $names := list -}}
+{{- if eq .Values.redis.mode "bundled" -}}
+{{- $names = append $names (include "agentihooks-swarm.redisName" .) -}}
+{{- else -}}
+{{- $external := .Values.redis.external -}}
+{{- range (list $external.urlSecret $external.passwordSecret $external.sentinel.passwordSecret $external.tls.caSecret) -}}
+{{- if .name }}{{ $names = append $names .name }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.workers.deniedSecrets }}{{ $names = append $names . }}{{ end -}}
+{{ toJson (uniq $names) }}
+{{- end }}
+
+{{/* The worker policy's settings, in the controller's env. secretPrefixes [] is a lone ",": "" would be the default. */}}
+{{- define "agentihooks-swarm.workerEnv" -}}
+{{- $own := include "agentihooks-swarm.workerServiceAccountName" . }}
+{{- if $own }}
+- name: AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNT
+  value: {{ $own | quote }}
+{{- end }}
+- name: AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNTS
+  value: {{ join "," .Values.workers.serviceAccounts | quote }}
+- name: AGENTIHOOKS_SWARM_WORKER_SECRET_PREFIXES
+  value: {{ join "," .Values.workers.secretPrefixes | default "," | quote }}
+- name: AGENTIHOOKS_SWARM_WORKER_SECRETS
+  value: {{ join "," .Values.workers.secrets | quote }}
+- name: AGENTIHOOKS_SWARM_WORKER_DENIED_SECRETS
+  value: {{ include "agentihooks-swarm.workerDeniedSecrets" . | fromJsonArray | join "," | quote }}
+- name: AGENTIHOOKS_SWARM_WORKER_METADATA_PREFIXES
+  value: {{ join "," .Values.workers.metadataPrefixes | quote }}
+{{- end }}
+
+{{/* The ValidatingAdmissionPolicy and its binding: cluster-scoped, so named with the namespace too. */}}
+{{- define "agentihooks-swarm.workerPolicyName" -}}
+{{ .Release.Name }}-{{ .Release.Namespace }}-workers
 {{- end }}

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from agentihooks_swarm import errors, metrics as metrics_, records
 from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import clients, event_index, labels
+from agentihooks_swarm.lifecycle import worker_policy as worker_policy_
 
 
 class Phase(enum.StrEnum):
@@ -90,6 +91,11 @@ class Runtime:
     #: The operator's index of the Pods' Events; without it, or while it is out of sync, a
     #: capture lists the Pod's Events itself.
     events: event_index.EventIndex | None = None
+    #: What a Swarm may put in its workers (``AGENTIHOOKS_SWARM_WORKER_*``); the default is the
+    #: settings' defaults, the safe ones.
+    worker_policy: worker_policy_.WorkerPolicy = dataclasses.field(
+        default_factory=worker_policy_.WorkerPolicy
+    )
 
     @property
     def reader(self) -> diagnostics.Reader:

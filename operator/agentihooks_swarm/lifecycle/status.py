@@ -124,6 +124,30 @@ def rejected(error: errors.SpecRejected, *, swarm_stamp: str) -> Answer:
     )
 
 
+#: The reason of the ``Invalid`` condition of an Execution whose Swarm's worker template names what
+#: the cluster's worker policy does not allow (:mod:`lifecycle.worker_policy`).
+WORKER_NOT_ALLOWED: Final = "WorkerNotAllowed"
+
+
+def worker_not_allowed(*, swarm: str, violations: str, swarm_stamp: str) -> Answer:
+    """The Swarm's worker template asks for what the worker policy does not allow: no Pod is made.
+
+    Like :func:`rejected`, ``swarm_stamp`` is kept so that a change to the Swarm launches it again.
+    """
+    message = (
+        f"Swarm {swarm}'s worker template asks for what this cluster does not allow workers: "
+        f"{violations}. No worker Pod was created. Fix the Swarm (docs/security.md says what a worker "
+        "may use; the cluster admin chooses it with AGENTIHOOKS_SWARM_WORKER_*); the Execution is "
+        f"launched again when its Swarm changes, or when its annotation {RELAUNCH_ANNOTATION} gets a "
+        "new value."
+    )
+    return Answer(
+        phase=INVALID,
+        conditions=(condition(type_="Invalid", status=True, reason=WORKER_NOT_ALLOWED, message=message),),
+        fields={REJECTED_WITH: swarm_stamp},
+    )
+
+
 def accepted() -> Condition:
     """The Invalid condition once the spec could be acted on (written only over an earlier one)."""
     return condition(type_="Invalid", status=False, reason="Accepted", message="The spec was acted on.")

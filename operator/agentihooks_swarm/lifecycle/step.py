@@ -43,6 +43,7 @@ from agentihooks_swarm.lifecycle import (
     model,
     quota as quota_,
     status as status_,
+    worker_policy,
 )
 from agentihooks_swarm.lifecycle.model import Phase
 from agentihooks_swarm.storage import keys, operations
@@ -178,7 +179,10 @@ class Lifecycle:
         found = await self._swarm(work)
         if found is None:
             return None
-        swarm, stamp, raw = found
+        parsed, stamp, raw = found
+        swarm = self._allowed(work, swarm=parsed, stamp=stamp)
+        if swarm is None:
+            return None
         if not await self._slug_ours(work):
             return None
         if swarm.refusal_budget is not None and await self._held_back(work, swarm=swarm, raw=raw):
@@ -259,6 +263,22 @@ class Lifecycle:
             work.retry_after = SWARM_INVALID_RETRY
             return None
         return swarm, status_.swarm_stamp(found), found
+
+    def _allowed(self, work: _Work, *, swarm: resources.SwarmSpec, stamp: str) -> resources.SwarmSpec | None:
+        """The Swarm as its worker is built (the policy's ServiceAccount where the template names
+        none); None when the template asks for what the worker policy does not allow: the
+        Execution is Invalid (``WorkerNotAllowed``), with a Warning Event, and no Pod is made."""
+        policy = self.runtime.worker_policy
+        violations = worker_policy.check(swarm.worker, policy=policy)
+        if not violations:
+            return worker_policy.launchable(swarm, policy=policy)
+        answer = status_.worker_not_allowed(
+            swarm=work.tracked.swarm, violations=worker_policy.describe(violations), swarm_stamp=stamp
+        )
+        work.answer(answer, **work.observed())
+        work.notes.warning(reason=status_.WORKER_NOT_ALLOWED, message=answer.conditions[0]["message"])
+        work.settled = True
+        return None
 
     async def _slug_ours(self, work: _Work) -> bool:
         """Whether the swarm's slug is this namespace's (claimed now if nobody's): a swarm's records,

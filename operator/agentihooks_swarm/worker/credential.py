@@ -73,18 +73,32 @@ class Credential(pydantic.BaseModel):
         return self
 
 
-def load(environ: Mapping[str, str] | None = None) -> Credential | None:
+def _process_environment() -> dict[str, str]:
+    """The variables :func:`load` reads, from this process's environment."""
+    found = {
+        "AGENTIHOOKS_SWARM_WORKER_REDIS": os.environ.get("AGENTIHOOKS_SWARM_WORKER_REDIS"),
+        "AGENTIHOOKS_SWARM_WORKER_REDIS_URL": os.environ.get("AGENTIHOOKS_SWARM_WORKER_REDIS_URL"),
+        "AGENTIHOOKS_SWARM_WORKER_REDIS_USERNAME": os.environ.get("AGENTIHOOKS_SWARM_WORKER_REDIS_USERNAME"),
+        "AGENTIHOOKS_SWARM_WORKER_REDIS_PASSWORD": os.environ.get("AGENTIHOOKS_SWARM_WORKER_REDIS_PASSWORD"),
+    }
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def load(variables: Mapping[str, str] | None = None) -> Credential | None:
     """The credential the environment and the mounted files give, or None when none is given.
 
     Raises :class:`errors.InvalidCredential` when one is given but cannot be used (a password
     without a username, no address).
     """
-    environ = os.environ if environ is None else environ
-    folder = environ.get(labels.CREDENTIAL_ENV, "")
+    env = _process_environment() if variables is None else variables
+    folder = env.get("AGENTIHOOKS_SWARM_WORKER_REDIS", "")
     values: dict[str, Any] = _files(Path(folder)) if folder else {}
-    for name, variable in OVERRIDES.items():
-        if environ.get(variable):
-            values[name] = environ[variable]
+    given = {
+        "url": env.get("AGENTIHOOKS_SWARM_WORKER_REDIS_URL"),
+        "username": env.get("AGENTIHOOKS_SWARM_WORKER_REDIS_USERNAME"),
+        "password": env.get("AGENTIHOOKS_SWARM_WORKER_REDIS_PASSWORD"),
+    }
+    values.update({name: value for name, value in given.items() if value})
     if not values.get("username") and not values.get("password"):
         return None
     where = f"{labels.CREDENTIAL_ENV}={folder}" if folder else ", ".join(OVERRIDES.values())

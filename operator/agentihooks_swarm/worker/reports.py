@@ -50,10 +50,10 @@ return encoded
 """
 
 
-def connect(environ: Mapping[str, str] | None = None) -> store_.Store:
+def connect(variables: Mapping[str, str] | None = None) -> store_.Store:
     """The store a worker reports to: as its swarm's worker user when it has the credential
     (read again on every call: a rotated password is picked up), else as it always did."""
-    found = credential_.load(environ)
+    found = credential_.load(variables)
     if found is None:
         return store_.connect()
     return store_.Store(client=credential_.client(found), prefix=found.prefix)

@@ -1,0 +1,297 @@
+"""What must hold before an Execution's worker is launched: the launch's gates, in their order.
+
+:meth:`step.Lifecycle.step` asks here before it creates a worker Pod, and launches only with what
+:meth:`Gates.clear` lets through. Each gate that is closed says why in the step's :class:`work.Work`
+(the status' answer, an Event, when to come again) and the launch stops there:
+
+* :meth:`Gates.recorded`: a hand recorded in Redis whose status was never written is gone on
+  from, never launched beside;
+* the spec, read at the launch (the table keeps none) and parsed (``InvalidSpec``);
+* the Swarm, read and parsed (``SwarmNotFound``, ``SwarmInvalid``), and its worker template within
+  the cluster admin's worker policy (``WorkerNotAllowed``);
+* the swarm's slug is this namespace's (``SlugInUse``), before anything of the slug's is read;
+* its refusal budget and its byte quota (``Blocked``);
+* the operator's finalizer on the Execution, then its name's records claimed (``NameInUse``), so
+  that a worker never exists that deleting the Execution would not clean up;
+* the swarm's worker credential, made before the worker that mounts it.
+
+The order is the cheapest and least binding first: nothing is written to the Execution or Redis
+before the spec and the Swarm are known to be launchable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from agentihooks_swarm import errors, records, resources
+from agentihooks_swarm.kubernetes.labels import FINALIZER
+from agentihooks_swarm.lifecycle import (
+    attempts,
+    budget,
+    finals,
+    model,
+    quota as quota_,
+    status as status_,
+    work as work_,
+    worker_policy,
+)
+from agentihooks_swarm.storage import operations
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Cleared:
+    """What the gates let through to the launch."""
+
+    execution: resources.ExecutionSpec
+    #: The Swarm as its worker is built (the worker policy's ServiceAccount where it names none).
+    swarm: resources.SwarmSpec
+    #: The Swarm's ``uid/generation``, kept in a refused launch's status.
+    stamp: str
+    #: The Secret of the swarm's worker credential its Pod mounts (None: none).
+    credential: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Gates:
+    """The launch's gates, on the step's collaborators (:class:`step.Lifecycle`'s own)."""
+
+    runtime: model.Runtime
+    store: operations.AsyncStore
+    guard: model.Guard
+    #: The swarms' byte quota: at it, a swarm's new Executions wait (None: no quota).
+    quota: quota_.Quota | None = None
+    #: The swarms' worker Redis credentials, made before a launch (None: workers get none).
+    credentials: model.Credentials | None = None
+
+    async def clear(self, work: work_.Work) -> Cleared | None:
+        """Every gate after :meth:`recorded`, in order: what the launch needs, or None when one is
+        closed (the status says why, or the step is tried again)."""
+        tracked = work.tracked
+        spec = await self._spec(work)
+        if spec is None:
+            return None
+        try:
+            execution = resources.parse_execution(name=tracked.name, spec=spec)
+        except errors.InvalidResource as e:
+            work.answer(status_.invalid_spec(str(e)), **work.observed())
+            work.notes.warning(reason="InvalidSpec", message=str(e))
+            work.settled = True
+            return None
+        found = await self._swarm(work)
+        if found is None:
+            return None
+        parsed, stamp, raw = found
+        swarm = self._allowed(work, swarm=parsed, stamp=stamp)
+        if swarm is None:
+            return None
+        if not await self._slug_ours(work):
+            return None
+        if swarm.refusal_budget is not None and await self._held_back(work, swarm=swarm, raw=raw):
+            return None
+        if self.quota is not None:
+            held = await self.quota.holds_back(slug=tracked.swarm, status=work.view, notes=work.notes)
+            if held is not None:
+                work.answer(held, **work.observed())
+                return None
+        self.guard.check(before=f"launching {tracked.name}")
+        if not await self._hold(work) or not await self._claim(work):
+            return None
+        made, credential = await self._credential(work, raw=raw)
+        if not made:
+            return None
+        return Cleared(execution=execution, swarm=swarm, stamp=stamp, credential=credential)
+
+    async def recorded(self, work: work_.Work) -> tuple[bool, records.HandResult | None]:
+        """Whether Redis could say, and the hand of a launch whose status was never written (the
+        patch failed after the step launched, and maybe finished, the attempt): the step goes on
+        from the hand recorded in Redis, and never launches a second worker beside the first
+        one's records."""
+        tracked = work.tracked
+        try:
+            hand = await self.store.recorded_hand(slug=tracked.swarm, execution=tracked.name, uid=tracked.uid)
+        except errors.StoreUnavailable as e:  # Unknown whether it launched: not before Redis says.
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = work_.RECORD_RETRY
+            return False, None
+        if hand is None or hand.generation != tracked.attempt_number:
+            return True, None
+        logger.info(
+            "Execution %s/%s was launched before its status said so: going on from its recorded hand.",
+            tracked.namespace,
+            tracked.name,
+        )
+        work.answer(status_.handed(hand, earlier=work.view.get("conditions")), **work.observed())
+        if hand.handed:
+            work.patch["waitingFor"] = attempts.WORKER_RUNNING
+        status_.set_condition(work.patch, work.view.get("conditions"), status_.recorded())
+        return True, hand
+
+    async def _spec(self, work: work_.Work) -> Mapping[str, Any] | None:
+        """The Execution's spec, read at its launch: the table keeps none (a task may be 1 MB, and
+        thousands may wait). None when it cannot be read now, or it is gone or another Execution
+        has its name (the watch brings that)."""
+        tracked = work.tracked
+        try:
+            found = await self.runtime.cluster.executions.read(namespace=tracked.namespace, name=tracked.name)
+        except errors.ApiError as e:
+            work.answer(status_.launch_failed(e, retry_seconds=work_.LAUNCH_RETRY))
+            work.retry_after = work_.LAUNCH_RETRY
+            return None
+        if found is None or (found.get("metadata") or {}).get("uid") != tracked.uid:
+            work.retry_after = work_.CONFLICT_RETRY
+            return None
+        spec = found.get("spec")
+        return spec if isinstance(spec, Mapping) else {}
+
+    async def _swarm(self, work: work_.Work) -> tuple[resources.SwarmSpec, str, dict[str, Any]] | None:
+        """The Execution's Swarm, parsed, its stamp and the object itself; None when there is none
+        to launch with."""
+        tracked = work.tracked
+        try:
+            found = await self.runtime.cluster.swarms.read(namespace=tracked.namespace, name=tracked.swarm)
+        except errors.ApiError as e:
+            logger.warning("Could not read Swarm %s/%s, retrying: %s", tracked.namespace, tracked.swarm, e)
+            work.retry_after = work_.LAUNCH_RETRY
+            return None
+        if found is None:
+            work.answer(status_.swarm_missing(namespace=tracked.namespace, name=tracked.swarm))
+            work.retry_after = work_.SWARM_MISSING_RETRY
+            return None
+        try:
+            swarm = resources.parse_swarm(name=tracked.swarm, spec=found.get("spec"))
+        except errors.InvalidResource as e:
+            work.answer(status_.swarm_invalid(f"{e}; fix the Swarm"))
+            work.retry_after = work_.SWARM_INVALID_RETRY
+            return None
+        return swarm, status_.swarm_stamp(found), found
+
+    def _allowed(
+        self, work: work_.Work, *, swarm: resources.SwarmSpec, stamp: str
+    ) -> resources.SwarmSpec | None:
+        """The Swarm as its worker is built (the policy's ServiceAccount where the template names
+        none); None when the template asks for what the worker policy does not allow: the
+        Execution is Invalid (``WorkerNotAllowed``), with a Warning Event, and no Pod is made."""
+        policy = self.runtime.worker_policy
+        violations = worker_policy.check(swarm.worker, policy=policy)
+        if not violations:
+            return worker_policy.launchable(swarm, policy=policy)
+        answer = status_.worker_not_allowed(
+            swarm=work.tracked.swarm, violations=worker_policy.describe(violations), swarm_stamp=stamp
+        )
+        work.answer(answer, **work.observed())
+        work.notes.warning(reason=status_.WORKER_NOT_ALLOWED, message=answer.conditions[0]["message"])
+        work.settled = True
+        return None
+
+    async def _slug_ours(self, work: work_.Work) -> bool:
+        """Whether the swarm's slug is this namespace's (claimed now if nobody's): a swarm's records,
+        refusals and budget belong to one namespace, so a Swarm of the same name elsewhere is told
+        so before anything of the other namespace's is read for it."""
+        tracked = work.tracked
+        try:
+            owner = await self.store.slugs.claim(slug=tracked.swarm, namespace=tracked.namespace)
+        except errors.StoreUnavailable as e:
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = work_.RECORD_RETRY
+            return False
+        if owner == tracked.namespace:
+            return True
+        answer = status_.slug_in_use(slug=tracked.swarm, namespace=tracked.namespace, owner=owner)
+        work.answer(answer, **work.observed())
+        work.notes.warning(reason="SlugInUse", message=answer.conditions[0]["message"])
+        work.settled = True
+        return False
+
+    async def _held_back(self, work: work_.Work, *, swarm: resources.SwarmSpec, raw: dict[str, Any]) -> bool:
+        """Whether the Swarm's refusal budget holds this Execution back (the status says so)."""
+        limits = swarm.refusal_budget
+        assert limits is not None
+        tracked = work.tracked
+        try:
+            verdict, state = await budget.verdict(
+                store=self.store, slug=tracked.swarm, budget=limits, swarm=raw
+            )
+        except errors.StoreUnavailable as e:  # The budget cannot be read: launching is the default.
+            logger.warning("Could not read the refusal budget of swarm %s; launching: %s", tracked.swarm, e)
+            return False
+        if verdict != "tripped" or state is None:
+            return False
+        work.answer(status_.budget_exceeded(swarm=tracked.swarm, state=state), **work.observed())
+        return True
+
+    async def _hold(self, work: work_.Work) -> bool:
+        """The operator's finalizer on the Execution before its worker exists, so that deleting
+        it waits for cleanup. False when it could not be added now (the step is tried again)."""
+        tracked = work.tracked
+        if FINALIZER in tracked.finalizers:
+            return True
+        try:
+            after = await self.runtime.cluster.executions.patch(
+                namespace=tracked.namespace,
+                name=tracked.name,
+                body={
+                    "metadata": {
+                        "finalizers": [*tracked.finalizers, FINALIZER],
+                        "uid": tracked.uid,
+                        "resourceVersion": tracked.resource_version,
+                    }
+                },
+            )
+        except errors.PreconditionFailed:  # A newer version of it exists: the watch brings it.
+            work.retry_after = work_.CONFLICT_RETRY
+            return False
+        except errors.ApiError as e:
+            work.answer(status_.launch_failed(e, retry_seconds=work_.LAUNCH_RETRY))
+            work.retry_after = work_.LAUNCH_RETRY
+            return False
+        metadata = after.get("metadata") or {}
+        work.tracked = dataclasses.replace(
+            tracked,
+            resource_version=str(metadata.get("resourceVersion") or tracked.resource_version),
+            finalizers=tuple(metadata.get("finalizers") or (*tracked.finalizers, FINALIZER)),
+        )
+        return True
+
+    async def _claim(self, work: work_.Work) -> bool:
+        """Claim the execution name's records for this Execution; False when it may not launch."""
+        tracked = work.tracked
+        try:
+            owner = await self.store.claim(
+                slug=tracked.swarm,
+                execution=tracked.name,
+                owner=records.Owner(
+                    uid=tracked.uid, namespace=tracked.namespace, at=finals.timestamp(finals.now())
+                ),
+            )
+        except errors.StoreUnavailable as e:
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = work_.RECORD_RETRY
+            return False
+        if owner is not None and owner.uid == tracked.uid:
+            return True
+        answer = status_.name_in_use(slug=tracked.swarm, execution=tracked.name, owner=owner)
+        work.answer(answer, **work.observed())
+        work.notes.warning(reason="NameInUse", message=answer.conditions[0]["message"])
+        work.settled = True
+        return False
+
+    async def _credential(self, work: work_.Work, *, raw: Mapping[str, Any]) -> tuple[bool, str | None]:
+        """The swarm's worker credential before its worker exists: whether the launch goes on, and
+        the Secret its Pod mounts. A refused one is the Swarm's to tell (the worker launches
+        without); one that cannot be made now (API server or Redis away) waits for the next step."""
+        if self.credentials is None:
+            return True, None
+        try:
+            return True, await self.credentials.ensure(swarm=raw)
+        except (errors.ApiUnavailable, errors.ApiTimeout) as e:
+            work.answer(status_.launch_failed(e, retry_seconds=work_.LAUNCH_RETRY))
+            work.retry_after = work_.LAUNCH_RETRY
+        except errors.StoreUnavailable as e:
+            status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
+            work.retry_after = work_.RECORD_RETRY
+        return False, None

@@ -292,63 +292,72 @@ async def test_generated_swarms_and_executions_always_get_an_answer(
 
     TALLY.cases += len(cases)
     for case in cases:
-        TALLY.violations_planted[case.planted] += 1
-        where = VIOLATIONS[case.planted][1] if case.planted != "none" else "either"
-        if case.swarm_refused:
-            TALLY.outcomes["Swarm refused at admission"] += 1
-        if case.execution_refused:
-            TALLY.outcomes["Execution refused at admission"] += 1
-        refused = case.swarm_refused or case.execution_refused
-        if not case.execution_refused:
-            TALLY.outcomes[f"Execution {case.answer or 'without an answer'}"] += 1
-            TALLY.check(
-                f"a phase and a condition within {BOUND:g}s",
-                bool(case.answer),
-                case=f"{case.name} ({case.planted})",
-            )
-        if where == "operator":
-            TALLY.check(
-                "a planted operator violation gets its answer",
-                case.answer.startswith(OPERATOR_ANSWERS[case.planted]),
-                case=f"{case.name} ({case.planted})",
-                detail=case.answer,
-            )
-        if where == "admission":
-            TALLY.check(
-                "a planted admission violation is refused",
-                bool(refused),
-                case=f"{case.name} ({case.planted})",
-            )
-        if refused and case.planted == "none":
-            TALLY.unplanted[_why(refused)] += 1
-        if refused:
-            TALLY.check(
-                "the refusal names the field",
-                any(
-                    part in refused
-                    for part in ("spec.", "metadata.name", "Invalid value", "Unsupported value")
-                ),
-                case=case.name,
-                detail=refused[:300],
-            )
+        _tally(case)
+    await _check_invalid(admin_api, namespace, invalid, quiet)
+    TALLY.check("the operator is running", process.running, case="run")
+    TALLY.check("no annotation Too long", "Too long" not in log, case="run")
+    TALLY.check("no unexpected error", "Traceback" not in log and "Unexpected error" not in log, case="run")
+    TALLY.outcomes["seconds"] = round(time.monotonic() - started)
+    assert not TALLY.failures, TALLY.summary()
+
+
+def _tally(case: Case) -> None:
+    """Count ``case``'s outcome and check its answer against what was planted in it."""
+    TALLY.violations_planted[case.planted] += 1
+    where = VIOLATIONS[case.planted][1] if case.planted != "none" else "either"
+    if case.swarm_refused:
+        TALLY.outcomes["Swarm refused at admission"] += 1
+    if case.execution_refused:
+        TALLY.outcomes["Execution refused at admission"] += 1
+    refused = case.swarm_refused or case.execution_refused
+    if not case.execution_refused:
+        TALLY.outcomes[f"Execution {case.answer or 'without an answer'}"] += 1
+        TALLY.check(
+            f"a phase and a condition within {BOUND:g}s",
+            bool(case.answer),
+            case=f"{case.name} ({case.planted})",
+        )
+    if where == "operator":
+        TALLY.check(
+            "a planted operator violation gets its answer",
+            case.answer.startswith(OPERATOR_ANSWERS[case.planted]),
+            case=f"{case.name} ({case.planted})",
+            detail=case.answer,
+        )
+    if where == "admission":
+        TALLY.check(
+            "a planted admission violation is refused",
+            bool(refused),
+            case=f"{case.name} ({case.planted})",
+        )
+    if refused and case.planted == "none":
+        TALLY.unplanted[_why(refused)] += 1
+    if refused:
+        TALLY.check(
+            "the refusal names the field",
+            any(part in refused for part in ("spec.", "metadata.name", "Invalid value", "Unsupported value")),
+            case=case.name,
+            detail=refused[:300],
+        )
+
+
+async def _check_invalid(
+    api: client.ApiClient, namespace: str, invalid: list[Case], quiet: list[bool]
+) -> None:
+    """The Invalid answers: why a Pod was refused (counted), no Pod, and no retry writes."""
     for case in invalid:
         if case.answer == "Invalid/PodRejected":
-            found = await watching.execution(admin_api, namespace=namespace, name=case.name)
+            found = await watching.execution(api, namespace=namespace, name=case.name)
             message = next(c["message"] for c in found["status"]["conditions"] if c["type"] == "Invalid")
             TALLY.pods_refused[f"{case.planted}: {_why(message.partition(': ')[2])}"] += 1
     for case, still in zip(invalid, quiet, strict=True):
         pod = labels.worker_pod_name(execution=case.execution["metadata"]["name"], generation=1)
         TALLY.check(
             "no pod for an Invalid execution",
-            not await watching.pod_exists(admin_api, namespace=namespace, name=pod),
+            not await watching.pod_exists(api, namespace=namespace, name=pod),
             case=case.name,
         )
         TALLY.check("an Invalid execution is not retried", still, case=f"{case.name} ({case.answer})")
-    TALLY.check("the operator is running", process.running, case="run")
-    TALLY.check("no annotation Too long", "Too long" not in log, case="run")
-    TALLY.check("no unexpected error", "Traceback" not in log and "Unexpected error" not in log, case="run")
-    TALLY.outcomes["seconds"] = round(time.monotonic() - started)
-    assert not TALLY.failures, TALLY.summary()
 
 
 def _why(refused: str) -> str:

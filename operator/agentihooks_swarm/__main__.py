@@ -247,18 +247,17 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _scope(args: argparse.Namespace, settings: settings_.Settings) -> tuple[settings_.Settings, list[str]]:
-    """The namespaces to serve, and the settings with that namespace when one is given.
+    """The namespaces to serve, and the settings that serve exactly them.
 
-    Without an option, ``AGENTIHOOKS_SWARM_NAMESPACE``, else every namespace. One ``--namespace``
-    is the setting too: the operator's own watches serve the namespace kopf serves.
+    Without an option, ``AGENTIHOOKS_SWARM_NAMESPACE`` and ``AGENTIHOOKS_SWARM_NAMESPACES``, else
+    every namespace. An option wins over them: the operator's own watches and listings serve the
+    namespaces kopf serves (a Role in each is then all the operator needs there).
     """
     if args.all_namespaces:
-        return settings, []
-    if not args.namespace:
-        return settings, [settings.namespace] if settings.namespace else []
-    if len(args.namespace) == 1 and not settings.namespace:
-        settings = settings.model_copy(update={"namespace": args.namespace[0]})
-    return settings, list(args.namespace)
+        settings = settings.model_copy(update={"namespace": None, "namespaces": ""})
+    elif args.namespace:
+        settings = settings.model_copy(update={"namespace": None, "namespaces": ",".join(args.namespace)})
+    return settings, list(settings.served_namespaces)
 
 
 def _probe_address(url: str | None) -> tuple[str, int] | None:

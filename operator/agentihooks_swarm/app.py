@@ -165,7 +165,7 @@ def build(
     legacy_finalizers: frozenset[str] = frozenset(),
 ) -> App:
     """An :class:`App` on the given clients and store."""
-    index = event_index.EventIndex(namespace=settings.namespace, metrics=metrics)
+    index = event_index.EventIndex(namespaces=settings.served_namespaces, metrics=metrics)
     runtime = model.Runtime(
         cluster=cluster,
         recorder=store,
@@ -177,7 +177,7 @@ def build(
     )
     leader = leadership.Leadership(
         leases=cluster.leases,
-        namespace=settings.lease_namespace or settings.namespace or "default",
+        namespace=settings.lease_namespace or next(iter(settings.served_namespaces), "default"),
         name=settings.lease_name,
         holder=identity,
         duration=settings.lease_duration_seconds,
@@ -245,7 +245,7 @@ def _swarm_status(
         cluster=runtime.cluster,
         store=store,
         metrics=runtime.metrics,
-        namespace=settings.namespace,
+        namespaces=settings.served_namespaces,
         holds=leader.holds,
         interval=settings.cleanup_interval_seconds,
         instance=identity,
@@ -312,7 +312,7 @@ def _credentials(
             address=worker_secret.address(settings), prefix=settings.key_prefix, ca=ca
         ),
         slugs=store.slugs,
-        namespace=settings.namespace,
+        namespaces=settings.served_namespaces,
         holds=leader.holds,
         interval=settings.worker_credentials_interval_seconds,
         rotation_seconds=settings.worker_credentials_rotation_seconds,
@@ -355,11 +355,13 @@ def _watches(
     workers: worker_pods.WorkerPods,
 ) -> tuple[informer.Informer, ...]:
     """The informers: the Executions, the Pods' Events, and the worker Pods (last: a worker is
-    parked only while this watch is in sync)."""
+    parked only while this watch is in sync); each lists and watches every namespace served on its
+    own (none: the whole cluster)."""
+    served = settings.served_namespaces or (None,)
     return (
         informer.Informer(
             name="executions",
-            source=cluster.executions.listing(namespace=settings.namespace),
+            sources=[cluster.executions.listing(namespace=n) for n in served],
             handler=table,
             page=executions_.PAGE,
             refused_hint="grant list and watch on executions.swarm.agentihooks.io",
@@ -367,7 +369,7 @@ def _watches(
         event_index.informer(client=cluster.pods, index=index),
         informer.Informer(
             name="worker pods",
-            source=cluster.pods.worker_pods_listing(namespace=settings.namespace),
+            sources=[cluster.pods.worker_pods_listing(namespace=n) for n in served],
             handler=workers,
             page=worker_pods.PAGE,
             refused_hint="grant list and watch on pods; until then running workers are read on every resync",

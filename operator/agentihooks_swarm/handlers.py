@@ -13,7 +13,7 @@ Two ways in, one set of handlers:
 * ``kopf run -m agentihooks_swarm.handlers`` (kopf's CLI hosts the operator, in kopf's loop): this
   module registers them on kopf's default registry when imported, with a start-up handler that
   starts the same operator (:func:`serving.running`, with the settings from the environment:
-  set ``AGENTIHOOKS_SWARM_NAMESPACE`` to the namespace you give kopf), a clean-up handler that
+  set ``AGENTIHOOKS_SWARM_NAMESPACES`` to the namespaces you give kopf), a clean-up handler that
   stops it, and a probe for kopf's ``--liveness`` endpoint that fails once a task was given up.
 """
 

@@ -68,7 +68,7 @@ async def running(
         except Exception as e:
             logger.error("%s; captures cannot be stored until it is back, so refused pods are kept.", e)
         _settle_memory()
-        logger.info("%s (namespace: %s).", STARTED, settings.namespace or "all")
+        logger.info("%s (namespace: %s).", STARTED, ", ".join(settings.served_namespaces) or "all")
         yield Running(app=app, loop=asyncio.get_running_loop())
         logger.info("agentihooks-swarm stopping.")
 

@@ -87,7 +87,14 @@ class Settings(pydantic.BaseModel):
     )
     namespace: str | None = pydantic.Field(
         default=None,
-        description="Namespace served when `run` has no --namespace (unset: all namespaces).",
+        description="A namespace served when `run` has no --namespace: one more than NAMESPACES "
+        "(both unset: every namespace).",
+    )
+    namespaces: str = pydantic.Field(
+        default="",
+        description="Comma-separated namespaces served when `run` has no --namespace (`run -n A -n B` "
+        "sets them): the operator lists and watches each of them alone, never the whole cluster, so a "
+        "Role in each is all it needs there. Empty, with NAMESPACE unset: every namespace.",
     )
     api_timeout_seconds: float = pydantic.Field(
         default=10.0, gt=0, description="Timeout of one Kubernetes API request (log reads included)."
@@ -119,7 +126,8 @@ class Settings(pydantic.BaseModel):
     )
     lease_namespace: str | None = pydantic.Field(
         default=None,
-        description="Namespace of the leadership Lease; defaults to NAMESPACE, else 'default'.",
+        description="Namespace of the leadership Lease; defaults to the first namespace served, else "
+        "'default'.",
     )
     lease_name: str = pydantic.Field(
         default="agentihooks-swarm-controller", min_length=1, description="Name of the leadership Lease."
@@ -198,6 +206,12 @@ class Settings(pydantic.BaseModel):
         if self.redis_mode != "sentinel" and self.redis_sentinels.strip():
             raise ValueError(f"{PREFIX}REDIS_SENTINELS is set but {PREFIX}REDIS_MODE is not sentinel")
         return self
+
+    @property
+    def served_namespaces(self) -> tuple[str, ...]:
+        """The namespaces served, NAMESPACE first, each once; empty: every namespace."""
+        found = [self.namespace or "", *self.namespaces.split(",")]
+        return tuple(dict.fromkeys(name.strip() for name in found if name.strip()))
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:

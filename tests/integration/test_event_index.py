@@ -32,7 +32,7 @@ async def indexed(rig: Rig) -> AsyncIterator[model.Runtime]:
     """A runtime through the proxy with a running Events index of the test's namespace (retrying
     quickly)."""
     async with rig.runtime() as runtime:
-        index = event_index.EventIndex(namespace=rig.namespace, metrics=runtime.metrics)
+        index = event_index.EventIndex(namespaces=(rig.namespace,), metrics=runtime.metrics)
         watch = dataclasses.replace(
             event_index.informer(client=runtime.cluster.pods, index=index),
             retry_seconds=0.2,

@@ -16,7 +16,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import clients, custom, informer
-from tests.support import builders, watching
+from tests.support import builders, namespaces, watching
+from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.proxy import WATCH_QUERY, Cut, FaultProxy, Respond, WatchError
 
@@ -55,15 +56,17 @@ class Recorder:
 
 @contextlib.asynccontextmanager
 async def following(
-    kubeconfig: Path, namespace: str, *, watch_seconds: int = 30
+    kubeconfig: Path, *namespaces: str, watch_seconds: int = 30
 ) -> AsyncIterator[tuple[informer.Informer, Recorder]]:
+    """An informer of the Executions of ``namespaces`` (one source each), running for the block."""
     recorder = Recorder()
     async with api_client(kubeconfig=kubeconfig) as api:
+        executions = custom.CustomClient(
+            transport=clients.build(api=api, timeout=3.0).transport, plural=PLURAL
+        )
         watch = informer.Informer(
             name="executions",
-            source=custom.CustomClient(
-                transport=clients.build(api=api, timeout=3.0).transport, plural=PLURAL
-            ).listing(namespace=namespace),
+            sources=[executions.listing(namespace=namespace) for namespace in namespaces],
             handler=recorder,
             page=2,  # Several pages for a handful of objects.
             watch_seconds=watch_seconds,
@@ -194,3 +197,42 @@ async def test_a_failing_list_is_retried_with_a_backoff_and_the_informer_is_out_
     warnings = [r for r in caplog.records if "out of sync" in r.getMessage()]
     assert warnings and warnings[0].levelname == "WARNING"  # Then info, until it is in sync again.
     assert all(r.levelname == "INFO" for r in warnings[1:])
+
+
+async def test_several_namespaces_are_listed_as_one_and_each_watched_on_its_own(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    proxy_kubeconfig: Path,
+    fault_proxy: FaultProxy,
+) -> None:
+    with namespaces.made(control_plane, "second") as [other]:
+        await create(admin_api, namespace, "a1")
+        await create(admin_api, other, "b1")
+        # The second namespace's first lists fail: the informer is out of sync as a whole.
+        fault_proxy.fail(status=503, method="GET", path=path(other), query="limit=", times=2)
+        async with following(proxy_kubeconfig, namespace, other, watch_seconds=1) as (watch, recorder):
+            await asyncio.sleep(0.3)
+            assert not watch.synced and not watch.ready.is_set()
+            await until(
+                "both listed and watched", lambda: watch.synced and set(recorder.held) == {"a1", "b1"}
+            )
+            lists = recorder.lists
+            # One namespace's watch meets a 410: both are listed again, and each watch goes on.
+            fault_proxy.add_rule(
+                method="GET", path=path(other), query=WATCH_QUERY, action=WatchError(), times=1
+            )
+            await until("the fault met", lambda: all(rule.exhausted for rule in fault_proxy.rules()))
+            await create(admin_api, namespace, "a2")
+            await delete(admin_api, other, "b1")
+            await create(admin_api, other, "b2")
+            await until(
+                "caught up in both",
+                lambda: watch.synced and set(recorder.held) == {"a1", "a2", "b2"},
+                state=recorder,
+            )
+            assert recorder.lists > lists
+    # Every list and watch named one of the two namespaces: never the whole cluster.
+    asked = {call.path for call in fault_proxy.calls() if call.path.endswith(f"/{PLURAL}")}
+    assert asked == {path(namespace), path(other)}

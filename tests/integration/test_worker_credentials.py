@@ -219,7 +219,7 @@ async def kept(
             metrics=metrics_.Metrics(),
             content=worker_secret.Content(address=worker_secret.Address(url=url), prefix=store.prefix),
             slugs=store.slugs,
-            namespace=namespace,
+            namespaces=(namespace,),
             holds=lambda: True,
             interval=INTERVAL,
             rotation_seconds=DAY,

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.support import pods
@@ -28,6 +28,7 @@ class OperatorProcess:
         redis_url: str,
         namespace: str | None,
         log_path: Path,
+        namespaces: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         verbose: bool = True,
         via_kopf: bool = False,
@@ -35,6 +36,8 @@ class OperatorProcess:
         self.kubeconfig = kubeconfig
         self.redis_url = redis_url
         self.namespace = namespace
+        #: Served instead of ``namespace`` when given: ``run -n A -n B`` and AGENTIHOOKS_SWARM_NAMESPACES.
+        self.namespaces = list(namespaces)
         self.log_path = log_path
         self.extra_env = dict(env or {})
         self.verbose = verbose
@@ -51,6 +54,7 @@ class OperatorProcess:
                 "KUBECONFIG": str(self.kubeconfig),
                 "AGENTIHOOKS_SWARM_REDIS_URL": self.redis_url,
                 **({"AGENTIHOOKS_SWARM_NAMESPACE": self.namespace} if self.namespace is not None else {}),
+                **({"AGENTIHOOKS_SWARM_NAMESPACES": ",".join(self.namespaces)} if self.namespaces else {}),
                 "AGENTIHOOKS_SWARM_METRICS_PORT": "0",
                 "AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "1",
                 "AGENTIHOOKS_SWARM_API_TIMEOUT_SECONDS": "3",
@@ -69,6 +73,8 @@ class OperatorProcess:
             raise RuntimeError("the operator is already running")
         # None: every namespace, as the chart's watch.allNamespaces runs it.
         scope = ["--namespace", self.namespace] if self.namespace is not None else ["--all-namespaces"]
+        if self.namespaces:
+            scope = [option for name in self.namespaces for option in ("--namespace", name)]
         args = [sys.executable, "-m", "agentihooks_swarm", "run", *scope]
         if self.via_kopf:
             args = [

@@ -7,9 +7,7 @@ import dataclasses
 import tracemalloc
 from typing import Any
 
-import pytest
-
-from agentihooks_swarm import __main__, records, settings
+from agentihooks_swarm import records
 from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import attempts, model, status
@@ -263,19 +261,3 @@ def test_expiry_table_gives_each_due_execution_once() -> None:
     assert expiry.pop_due(now=50) == []
     assert expiry.pop_due(now=100) == [("ns", "e-1", "late")]
     assert len(expiry) == 0
-
-
-def test_one_namespace_option_is_the_namespace_setting_too() -> None:
-    parser = __main__._run_parser()
-    unset = settings.Settings()
-    configured = settings.Settings(namespace="configured")
-    scoped, names = __main__._scope(parser.parse_args(["--namespace", "work", "--standalone"]), unset)
-    assert (scoped.namespace, names) == ("work", ["work"])  # The watches serve what kopf serves.
-    scoped, names = __main__._scope(parser.parse_args(["--namespace=other"]), configured)
-    assert (scoped.namespace, names) == ("configured", ["other"])  # An explicit setting is kept.
-    scoped, names = __main__._scope(parser.parse_args(["-A"]), configured)
-    assert (scoped.namespace, names) == ("configured", [])
-    scoped, names = __main__._scope(parser.parse_args([]), configured)
-    assert names == ["configured"]
-    with pytest.raises(SystemExit):
-        parser.parse_args(["-A", "-n", "x"])

@@ -36,6 +36,21 @@ Unset: RELEASE_NAMESPACE-workers, apart from the controller's and the bundled Re
 {{ .Values.watch.namespace | default (printf "%s-workers" .Release.Namespace | trunc 63 | trimSuffix "-") }}
 {{- end }}
 
+{{/*
+The namespaces served, as a JSON list: watch.namespaces, else the worker namespace; [] with
+watch.allNamespaces (every namespace). Each listed one gets the Role of the worker rules.
+*/}}
+{{- define "agentihooks-swarm.servedNamespaces" -}}
+{{- if .Values.watch.allNamespaces -}}
+{{- if .Values.watch.namespaces }}{{ fail "watch.namespaces and watch.allNamespaces: set one of them" }}{{ end -}}
+[]
+{{- else if .Values.watch.namespaces -}}
+{{ toJson .Values.watch.namespaces }}
+{{- else -}}
+{{ toJson (list (include "agentihooks-swarm.workerNamespace" .)) }}
+{{- end -}}
+{{- end }}
+
 {{- define "agentihooks-swarm.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
@@ -69,7 +84,9 @@ The controller's command line: `python -m agentihooks_swarm run` (its own main; 
 {{- if .Values.watch.allNamespaces }}
 - --all-namespaces
 {{- else }}
-- --namespace={{ include "agentihooks-swarm.workerNamespace" . }}
+{{- range include "agentihooks-swarm.servedNamespaces" . | fromJsonArray }}
+- --namespace={{ . }}
+{{- end }}
 {{- end }}
 - --liveness=http://0.0.0.0:{{ .Values.health.port }}/healthz
 - --log-format={{ .Values.operator.logFormat }}
@@ -156,7 +173,10 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ $redis.workers.intervalSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_WORKER_CREDENTIALS_ROTATION_SECONDS
   value: {{ $redis.workers.rotationSeconds | quote }}
-{{- if not .Values.watch.allNamespaces }}
+{{- if .Values.watch.namespaces }}
+- name: AGENTIHOOKS_SWARM_NAMESPACES
+  value: {{ include "agentihooks-swarm.servedNamespaces" . | fromJsonArray | join "," | quote }}
+{{- else if not .Values.watch.allNamespaces }}
 - name: AGENTIHOOKS_SWARM_NAMESPACE
   value: {{ include "agentihooks-swarm.workerNamespace" . | quote }}
 {{- end }}
@@ -189,7 +209,7 @@ and of kopf on the Execution and Swarm objects; manifests/rbac/ grants the same 
 without Helm.
 */}}
 {{- define "agentihooks-swarm.workerRules" -}}
-# Worker Pods: create or adopt, re-read, list by labels, delete by pinned UID; kopf watches.
+# Worker Pods: create or adopt, re-read, list by labels, delete by pinned UID; the worker Pods' watch.
 # patch: the startup deadline sets spec.activeDeadlineSeconds on a worker that has not started.
 - apiGroups: [""]
   resources: [pods]
@@ -256,7 +276,7 @@ without Helm.
   resources: [customresourcedefinitions]
   verbs: [get, list, watch]
 {{- if not .Values.watch.allNamespaces }}
-# A namespaced kopf lists and watches namespaces to notice the served one come and go.
+# A namespaced kopf lists and watches namespaces to notice the served ones come and go.
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]

@@ -87,6 +87,17 @@ class CustomClient:
             what=f"list {self.plural} {namespace or 'everywhere'} {field_selector}",
         )
 
+    async def served_pages(
+        self, *, namespaces: tuple[str, ...], field_selector: str, limit: int
+    ) -> AsyncIterator[Object]:
+        """Every page of the objects of each namespace served, one namespace after the other (a
+        Role in each is enough); ``namespaces`` empty: one list of the whole cluster."""
+        for namespace in namespaces or (None,):
+            async for page in self.list_pages(
+                namespace=namespace, field_selector=field_selector, limit=limit
+            ):
+                yield page
+
     def listing(self, *, namespace: str | None) -> transport_.Listing:
         """Every object of the kind, in one namespace or all, for an informer."""
         return transport_.Listing(

@@ -178,10 +178,10 @@ class Table:
 
 @dataclasses.dataclass(kw_only=True)
 class EventIndex:
-    """The Pods' Events of one namespace (or all: ``namespace=None``), as its informer hands them
-    over (:class:`informer.Handler`); read by captures through :class:`IndexedReader`."""
+    """The Pods' Events of the namespaces served (empty: every namespace), as its informer hands
+    them over (:class:`informer.Handler`); read by captures through :class:`IndexedReader`."""
 
-    namespace: str | None
+    namespaces: tuple[str, ...]
     table: Table = dataclasses.field(default_factory=Table)
     metrics: metrics_.Metrics | None = None
     #: Whether the table holds every Pod Event up to the watch's progress (its informer says).
@@ -189,7 +189,7 @@ class EventIndex:
 
     def events(self, *, namespace: str, uid: str) -> list[Object] | None:
         """The Pod's Events from the table, or None when the capture must list them itself."""
-        if not self.synced or (self.namespace is not None and namespace != self.namespace):
+        if not self.synced or (self.namespaces and namespace not in self.namespaces):
             return None
         return self.table.events(uid)
 
@@ -219,7 +219,7 @@ def informer(*, client: pods.PodClient, index: EventIndex) -> informer_.Informer
     """The informer that keeps ``index`` (its list and watch of every Pod's Events)."""
     return informer_.Informer(
         name="pod events",
-        source=client.pod_events_listing(namespace=index.namespace),
+        sources=[client.pod_events_listing(namespace=n) for n in index.namespaces or (None,)],
         handler=index,
         page=PAGE,
         on_sync=index.set_synced,

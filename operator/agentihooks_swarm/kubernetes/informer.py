@@ -12,6 +12,13 @@ once, for every user:
   informer is out of sync, says why once at warning level (then at info level until it is in
   sync again), waits (exponential backoff up to ``RETRY_CAP_SECONDS``) and lists again.
 
+An informer of several namespaces has one source per namespace (the operator then never lists or
+watches the whole cluster, so a Role in each namespace is all it needs): it lists them one after
+the other as one list (its handler sees one ``begin`` and one ``end``), then watches them side by
+side, each from its own list's version (versions are not comparable across watches). Whatever
+makes one of them list again (410, an ``ERROR`` event, a failure) lists them all again: rare, and
+the handler's view stays one whole list.
+
 Anything else (a bug, or an answer of a shape nobody expected) is not caught here: it ends
 :meth:`Informer.run`, and the operator's supervisor logs it, counts it and starts the informer
 again. While it is not watching, :attr:`Informer.synced` is False, so a reader of its table can
@@ -25,7 +32,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from agentihooks_swarm import errors
@@ -74,7 +81,9 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 @dataclasses.dataclass(kw_only=True)
 class Informer:
     name: str
-    source: Source
+    #: Where it lists and watches: one source (one namespace, or every namespace), or one per
+    #: namespace served.
+    sources: Sequence[Source]
     handler: Handler
     page: int = 500
     watch_seconds: int = WATCH_SECONDS
@@ -87,6 +96,8 @@ class Informer:
     #: Hint added to a refusal's message (what to grant).
     refused_hint: str = ""
     ready: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    #: The sources (by index) whose watch has opened since the last list.
+    _watching: set[int] = dataclasses.field(default_factory=set)
 
     def _set_synced(self, value: bool) -> None:
         self.synced = value
@@ -100,11 +111,10 @@ class Informer:
         try:
             while True:
                 try:
-                    version = await self._list()
+                    versions = await self._list()
                     delay, warned = self.retry_seconds, False
-                    while version:
-                        version = await self._watch(version)
-                    continue  # 410 Gone: list again at once.
+                    await self._follow(versions)
+                    continue  # 410 Gone, or the handler needs a list: list again at once.
                 except errors.ApiError as e:
                     refused = isinstance(e, errors.ApiRefused) and self.refused_hint
                     problem = f"{e} ({self.refused_hint})" if refused else str(e)
@@ -120,27 +130,61 @@ class Informer:
         finally:
             self._set_synced(False)
 
-    async def _list(self) -> str:
+    async def _list(self) -> list[str]:
+        """Every source listed, handed over as one list; the version each source's watch goes on from."""
         self._set_synced(False)
+        self._watching.clear()
         self.handler.begin()
-        version = ""
+        versions = []
         count = 0
-        async for page in self.source.pages(limit=self.page):
-            for item in page.get("items") or []:
-                self.handler.apply(None, _mapping(item))
-                count += 1
-            version = str(_mapping(page.get("metadata")).get("resourceVersion") or "")
-            del page
+        for source in self.sources:
+            version = ""
+            async for page in source.pages(limit=self.page):
+                for item in page.get("items") or []:
+                    self.handler.apply(None, _mapping(item))
+                    count += 1
+                version = str(_mapping(page.get("metadata")).get("resourceVersion") or "")
+                del page
+            versions.append(version)
         self.handler.end()
         logger.info("Listed %d %s.", count, self.name)
-        return version
+        return versions
 
-    async def _watch(self, version: str) -> str:
+    async def _follow(self, versions: Sequence[str]) -> None:
+        """Watch every source from its own version; return once one of them needs a new list, raise
+        once one fails (the others stop either way)."""
+        if len(versions) == 1:
+            await self._follow_one(0, versions[0])
+            return
+        tasks = [
+            asyncio.create_task(self._follow_one(index, version), name=f"watch {self.name} {index}")
+            for index, version in enumerate(versions)
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in done:
+            task.result()  # The first failure, raised as a single watch's would be.
+
+    async def _follow_one(self, index: int, version: str) -> None:
+        """One source's watch requests, one after the other, until it needs a new list."""
+        while version:
+            version = await self._watch(index, version)
+
+    def _opened(self, index: int) -> None:
+        self._watching.add(index)
+        if len(self._watching) == len(self.sources):
+            self._set_synced(True)
+            self.ready.set()
+
+    async def _watch(self, index: int, version: str) -> str:
         """Follow one watch request; the version to go on from, or '' to list again (410 Gone)."""
         try:
-            async with self.source.watching(version=version, seconds=self.watch_seconds) as stream:
-                self._set_synced(True)
-                self.ready.set()
+            async with self.sources[index].watching(version=version, seconds=self.watch_seconds) as stream:
+                self._opened(index)
                 async for change in stream:
                     kind, body = str(change.get("type")), _mapping(change.get("object"))
                     if kind == "ERROR":

@@ -69,7 +69,8 @@ class WorkerCredentials:
     content: worker_secret.Content
     #: Only the Swarm of the namespace that owns its slug gets the slug's user.
     slugs: Slugs
-    namespace: str | None
+    #: The namespaces served (empty: every namespace).
+    namespaces: tuple[str, ...]
     holds: Callable[[], bool]
     interval: float
     rotation_seconds: float
@@ -119,7 +120,9 @@ class WorkerCredentials:
         """One pass over every Swarm; a Swarm gone from the whole listing loses its user."""
         seen: set[str] = set()
         try:
-            async for page in self.swarms.list_pages(namespace=self.namespace, field_selector="", limit=PAGE):
+            async for page in self.swarms.served_pages(
+                namespaces=self.namespaces, field_selector="", limit=PAGE
+            ):
                 for swarm in page.get("items") or []:
                     if not self.holds():
                         return

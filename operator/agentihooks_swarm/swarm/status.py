@@ -70,7 +70,8 @@ class SwarmStatus:
     cluster: clients.Clients
     store: operations.AsyncStore
     metrics: metrics_.Metrics
-    namespace: str | None
+    #: The namespaces served (empty: every namespace).
+    namespaces: tuple[str, ...]
     holds: Callable[[], bool]
     interval: float
     #: This replica, as its Events name it.
@@ -85,8 +86,8 @@ class SwarmStatus:
 
     async def refresh_all(self) -> None:
         try:
-            async for page in self.cluster.swarms.list_pages(
-                namespace=self.namespace, field_selector="", limit=PAGE
+            async for page in self.cluster.swarms.served_pages(
+                namespaces=self.namespaces, field_selector="", limit=PAGE
             ):
                 for swarm in page.get("items") or []:
                     await self.refresh(swarm)

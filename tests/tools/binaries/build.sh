@@ -16,10 +16,14 @@
 # A build prints one line per stage on stderr ("[3/12] kube-apiserver ... 4m10s"); the Go tool's
 # output goes to build.log beside the bin directory, and a failed stage prints that log's tail.
 #
-#   build.sh [--for all|kwok] [--check]
+#   build.sh [--for all|kwok|compat] [--check]
 #     --for kwok   only what a kwok cluster runs (kube-apiserver, kube-controller-manager,
 #                  kube-scheduler, kubectl, etcd, kwok): make demo, make check; the default, all,
 #                  adds the real node's kubelet, kube-proxy and CoreDNS, and helm
+#     --for compat a kwok cluster on the oldest Kubernetes the chart allows (make test-compat):
+#                  kube-apiserver, kube-controller-manager and kube-scheduler from compat/go.mod,
+#                  into a cache directory of their own keyed by compat's files, beside hard links
+#                  to the main set's etcd, kwok, kubectl and helm (all of it built first if missing)
 #     --check      print the bin directory if it has them, else exit 1 (builds nothing)
 #
 #   AGENTIHOOKS_SWARM_CACHE   cache root (default: ~/.cache/agentihooks-swarm)
@@ -30,13 +34,8 @@ source "$here/../../support/progress.sh"
 cache_root="${AGENTIHOOKS_SWARM_CACHE:-$HOME/.cache/agentihooks-swarm}"
 kube_tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd kwok helm)
 dns_tools=(coredns)
-# What decides the binaries: the pins, our mains, the tool lists and the build flags below (RECIPE);
-# edit RECIPE's version when changing how they are built. Comments and messages don't count.
-RECIPE="v3 kube=${kube_tools[*]} dns=${dns_tools[*]} flags=-trimpath,-s,-w,CGO_ENABLED=0,version-ldflags,kwok-patched"
-key="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" "$here/_kwok/dynamic.go" \
-          "$here/coredns/go.mod" "$here/coredns/go.sum" "$here/coredns/main.go"; echo "$RECIPE"; } \
-        | sha256sum | cut -c1-16)"
-bin="$cache_root/cluster-$key/bin"
+compat_tools=(kube-apiserver kube-controller-manager kube-scheduler)
+compat_linked=(etcd kwok kubectl helm)
 
 for_what=all
 check=0
@@ -48,17 +47,40 @@ while [ $# -gt 0 ]; do
       shift
       ;;
     *)
-      echo "usage: $0 [--for all|kwok] [--check]" >&2
+      echo "usage: $0 [--for all|kwok|compat] [--check]" >&2
       exit 2
       ;;
   esac
   shift
 done
+
+# What decides the binaries: the pins, our mains, the tool lists and the build flags below (RECIPE);
+# edit RECIPE's version when changing how they are built. Comments and messages don't count.
+if [ "$for_what" = compat ]; then
+  # The main set first: its etcd, kwok, kubectl and helm are linked in (Kubernetes' version skew
+  # policy allows kubectl one minor either side; here it and kwok only play what the API server
+  # decides, and the tests that render the chart take helm from the cluster's bin directory).
+  main_args=()
+  [ "$check" = 1 ] && main_args+=(--check)
+  main_bin="$(bash "${BASH_SOURCE[0]}" "${main_args[@]}")"
+  mod="$here/compat"
+  RECIPE="compat-v1 kube=${compat_tools[*]} flags=-trimpath,-s,-w,CGO_ENABLED=0,version-ldflags"
+  key="$( { cat "$mod/go.mod" "$mod/go.sum"; echo "$RECIPE"; } | sha256sum | cut -c1-16)"
+else
+  mod="$here"
+  RECIPE="v3 kube=${kube_tools[*]} dns=${dns_tools[*]} flags=-trimpath,-s,-w,CGO_ENABLED=0,version-ldflags,kwok-patched"
+  key="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" "$here/_kwok/dynamic.go" \
+            "$here/coredns/go.mod" "$here/coredns/go.sum" "$here/coredns/main.go"; echo "$RECIPE"; } \
+          | sha256sum | cut -c1-16)"
+fi
+bin="$cache_root/cluster-$key/bin"
+
 case "$for_what" in
   all) needed=("${kube_tools[@]}" "${dns_tools[@]}") ;;
   kwok) needed=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok) ;;
+  compat) needed=("${compat_tools[@]}" "${compat_linked[@]}") ;;
   *)
-    echo "build.sh: --for all or --for kwok, not '$for_what'" >&2
+    echo "build.sh: --for all, kwok or compat, not '$for_what'" >&2
     exit 2
     ;;
 esac
@@ -74,7 +96,8 @@ command -v go >/dev/null || {
   echo "build.sh: Go is required to build the test cluster: install it (apt-get install golang-go, or https://go.dev/doc/install) and run this again" >&2
   exit 1
 }
-k8s_version="$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")"
+# The pin's version, from a require block's line or a one-line require.
+k8s_version="$(awk '{ for (i = 1; i < NF; i++) if ($i == "k8s.io/kubernetes") { print $(i + 1); exit } }' "$mod/go.mod")"
 minor="$(echo "$k8s_version" | cut -d. -f2)"
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -88,6 +111,13 @@ tmp="$cache_root/cluster-$key/bin.partial"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 [ -d "$bin" ] && cp -a "$bin/." "$tmp/"
+# Hard links, not symbolic ones: a rebuilt kwok set replaces its bin directory, and these keep
+# working (a link gone stale is made again by the check above).
+if [ "$for_what" = compat ]; then
+  for tool in "${compat_linked[@]}"; do
+    [ -x "$tmp/$tool" ] || ln -f "$main_bin/$tool" "$tmp/$tool" 2>/dev/null || cp "$main_bin/$tool" "$tmp/$tool"
+  done
+fi
 export GOFLAGS=-mod=mod CGO_ENABLED=0
 
 # One stage per missing binary: the first compiles most of what the others share (Go's build cache
@@ -117,7 +147,9 @@ total=${#wanted[@]}
 [ "$dns" = 1 ] && total=$((total + 2))
 progress_begin "$cache_root/cluster-$key/build.log" "$total"
 # From the CPU time of cold builds here (18 and 23 CPU-minutes): a busy machine takes longer.
-if [ ! -x "$tmp/kube-apiserver" ] && [ "$for_what" = kwok ]; then
+if [ ! -x "$tmp/kube-apiserver" ] && [ "$for_what" = compat ]; then
+  estimate="first run only: about 10 min on 2 free cores"
+elif [ ! -x "$tmp/kube-apiserver" ] && [ "$for_what" = kwok ]; then
   estimate="first run only: about 10 to 15 min on 2 free cores"
 elif [ ! -x "$tmp/kube-apiserver" ]; then
   estimate="first run only: about 12 min on 2 free cores"
@@ -150,10 +182,18 @@ patch_kwok() {
   { cat "$here/go.mod"; echo "replace sigs.k8s.io/kwok => $patched"; } >"$modfile"
 }
 patch_kwok_and_list() { patch_kwok && modules "$here" -modfile "$modfile" "${wanted[@]}"; }
+# compat builds only Kubernetes' own commands, from its go.mod as it is.
+if [ "$for_what" = compat ]; then
+  list_stage=(modules "$mod" "${wanted[@]}")
+  modfile_args=()
+else
+  list_stage=(patch_kwok_and_list)
+  modfile_args=(-modfile "$modfile")
+fi
 if [ "${#wanted[@]}" -gt 0 ]; then
-  progress_stage "Go modules" patch_kwok_and_list
+  progress_stage "Go modules" "${list_stage[@]}"
   for package in "${wanted[@]}"; do
-    progress_stage "${package##*/}" go -C "$here" build -modfile "$modfile" -trimpath -ldflags "$ldflags" -o "$tmp/" "$package"
+    progress_stage "${package##*/}" go -C "$mod" build "${modfile_args[@]}" -trimpath -ldflags "$ldflags" -o "$tmp/" "$package"
   done
 fi
 if [ "$dns" = 1 ]; then

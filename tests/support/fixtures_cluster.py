@@ -8,7 +8,9 @@ Load with ``pytest_plugins = ["tests.support.fixtures_cluster"]`` (or ``-p``). F
     kind is started once per session (binaries and images are built at collection time, before
     any test's timeout starts) and stopped at its end. With ``AGENTIHOOKS_SWARM_CLUSTER_STATE``
     set (``eval "$(python -m tests.tools.cluster env)"`` after ``cluster up``), the running CLI
-    cluster is reused for tests of its kind and left running.
+    cluster is reused for tests of its kind and left running. With
+    ``AGENTIHOOKS_SWARM_KUBERNETES=compat`` (``make test-compat``) the kwok cluster runs the oldest
+    Kubernetes the chart allows, always one of the session's own, and real-node tests are refused.
 ``namespace`` (function) -> ``str``
     A fresh namespace, Pod Security ``enforce: baseline`` unless the test is marked
     ``@pytest.mark.pod_security("restricted")`` (or ``"privileged"``); its ``default``
@@ -39,12 +41,16 @@ from kubernetes_asyncio import client, config
 
 from tests.support import scenarios
 from tests.support.cluster import (
+    COMPAT_KUBERNETES_VERSION,
+    KUBERNETES_ENV,
+    KUBERNETES_VERSION,
     STATE_ENV,
     ClusterError,
     ControlPlane,
     NodeKind,
     build,
     host,
+    kubernetes,
     named_cluster,
     nodes,
 )
@@ -61,11 +67,27 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "realnode: runs on the real node (containerd, kubelet, real containers; needs root)",
     )
+    config.addinivalue_line(
+        "markers",
+        "compat: backs the compatibility matrix: also runs on the oldest Kubernetes the chart allows"
+        " (make test-compat, with the smoke test)",
+    )
 
 
 def node_kind(item: pytest.Item) -> NodeKind:
     """The one place that decides which node a test's cluster has."""
     return "real" if item.get_closest_marker("realnode") else "kwok"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if kubernetes() == "compat":
+        return f"kubernetes: {COMPAT_KUBERNETES_VERSION} ({KUBERNETES_ENV}=compat, the oldest allowed)"
+    return f"kubernetes: {KUBERNETES_VERSION}"
+
+
+def _reused(kind: NodeKind) -> ControlPlane | None:
+    """The CLI's running cluster, which runs the newest Kubernetes: a compat session starts its own."""
+    return None if kubernetes() == "compat" else named_cluster(kind=kind)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -74,6 +96,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     users = [item for item in session.items if "control_plane" in getattr(item, "fixturenames", ())]
+    if kubernetes() == "compat":
+        real = [item.nodeid for item in users if node_kind(item) == "real"]
+        if real:
+            pytest.exit(
+                f"{KUBERNETES_ENV}=compat has no real node, wanted by {real[:3]}",
+                returncode=pytest.ExitCode.USAGE_ERROR,
+            )
+        if users:
+            session.config.stash[_BIN_DIR] = build(only="kwok")
+        return
     if users and os.environ.get(STATE_ENV):
         # A stale or dead cluster named by the environment: one clear message, not one per test.
         try:
@@ -91,7 +123,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _session_plane(
     request: pytest.FixtureRequest, factory: pytest.TempPathFactory, kind: NodeKind
 ) -> Iterator[ControlPlane]:
-    reused = named_cluster(kind=kind)
+    reused = _reused(kind)
     if reused is not None:
         yield reused
         return
@@ -99,6 +131,7 @@ def _session_plane(
     machine = host.snapshot() if kind == "real" else None
     plane = nodes.start(kind=kind, workdir=factory.mktemp(f"cluster-{kind}"), bin_dir=bin_dir)
     try:
+        _check_version(plane)
         yield plane
     finally:
         plane.stop()
@@ -106,6 +139,15 @@ def _session_plane(
         left = host.leftovers(workdir=plane.workdir)
         assert not left, f"the real node left {left}"
         assert host.snapshot() == machine, "the real node did not restore the machine's settings"
+
+
+def _check_version(plane: ControlPlane) -> None:
+    """The API server is the version the session asked for (a stale cache or a wrong link would
+    otherwise pass the compat tests on the newest Kubernetes)."""
+    wanted = COMPAT_KUBERNETES_VERSION if kubernetes() == "compat" else KUBERNETES_VERSION
+    served = plane.request_json("GET", "/version").get("gitVersion")
+    if served != wanted:
+        raise ClusterError(f"the API server in {plane.bin_dir} is {served}, not {wanted}")
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,9 @@
 Modules, each named for the part it starts or keeps:
 
 * :mod:`.control_plane` — etcd, kube-apiserver (RBAC, Pod Security and NodeRestriction on),
-  kube-controller-manager, kube-scheduler; :class:`ControlPlane` is the running cluster.
+  kube-controller-manager, kube-scheduler; :class:`ControlPlane` is the running cluster. A kwok
+  cluster runs the oldest Kubernetes the chart allows instead of the newest when
+  ``AGENTIHOOKS_SWARM_KUBERNETES=compat`` (:func:`kubernetes`).
 * :mod:`.pki` — the CA, certificates and kubeconfigs.
 * :mod:`.kwok_node` — the fast node: kwok plays Pods (``tests/support/cluster/kwok/`` Stages).
 * :mod:`.real_node` — the real node: containerd, kubelet, kube-proxy, CoreDNS.
@@ -27,13 +29,17 @@ and children get ``PR_SET_PDEATHSIG`` so they die with the process that started 
 """
 
 from tests.support.cluster.control_plane import (
+    COMPAT_KUBERNETES_VERSION,
+    KUBERNETES_ENV,
     KUBERNETES_VERSION,
     POD_CIDR,
     SERVICE_CIDR,
     ControlPlane,
+    Kubernetes,
     NodeKind,
     build,
     condition_true,
+    kubernetes,
     start,
 )
 from tests.support.cluster.detached import STATE_ENV, STATE_FILE, named_cluster, state_dir
@@ -43,7 +49,9 @@ from tests.support.cluster.processes import ClusterError
 
 __all__ = [
     "ADMIN_USER",
+    "COMPAT_KUBERNETES_VERSION",
     "EMPTY_LOG",
+    "KUBERNETES_ENV",
     "KUBERNETES_VERSION",
     "NODE_NAME",
     "POD_CIDR",
@@ -53,9 +61,11 @@ __all__ = [
     "STATE_FILE",
     "ClusterError",
     "ControlPlane",
+    "Kubernetes",
     "NodeKind",
     "build",
     "condition_true",
+    "kubernetes",
     "named_cluster",
     "start",
     "state_dir",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import http.client
 import json
+import os
 import secrets
 import shutil
 import ssl
@@ -51,11 +52,18 @@ from tests.support.cluster.processes import (
 REPO_ROOT: Final = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT: Final = REPO_ROOT / "tests" / "tools" / "binaries" / "build.sh"
 KUBERNETES_VERSION: Final = "v1.37.2"
+#: The oldest Kubernetes the chart allows (its ``kubeVersion``; tests/tools/binaries/compat/go.mod).
+COMPAT_KUBERNETES_VERSION: Final = "v1.34.4"
+#: ``compat`` makes a kwok cluster run :data:`COMPAT_KUBERNETES_VERSION`'s kube-apiserver,
+#: kube-controller-manager and kube-scheduler (``make test-compat``); unset or ``newest``,
+#: :data:`KUBERNETES_VERSION`'s.
+KUBERNETES_ENV: Final = "AGENTIHOOKS_SWARM_KUBERNETES"
 SERVICE_ACCOUNT_ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CIDR: Final = "10.96.0.0/16"
 POD_CIDR: Final = "10.244.0.0/16"
 
 NodeKind = Literal["kwok", "real"]
+Kubernetes = Literal["newest", "compat"]
 
 _CONTROLLERS: Final = (
     "garbage-collector-controller",
@@ -77,11 +85,26 @@ _REAL_NODE_CONTROLLERS: Final = (
 )
 
 
+def kubernetes() -> Kubernetes:
+    """The Kubernetes a kwok cluster runs, as :data:`KUBERNETES_ENV` asks."""
+    asked = os.environ.get(KUBERNETES_ENV) or "newest"
+    if asked not in ("newest", "compat"):
+        raise ClusterError(f"{KUBERNETES_ENV}={asked}: 'compat' (the oldest the chart allows) or 'newest'")
+    return "compat" if asked == "compat" else "newest"
+
+
 def build(*, quiet: bool = False, only: NodeKind | None = None) -> Path:
     """Build the binaries (once; cached) with ``tests/tools/binaries/build.sh`` and return the bin dir;
-    ``only="kwok"`` builds only what a kwok cluster runs (no kubelet, kube-proxy, CoreDNS, helm)."""
+    ``only="kwok"`` builds only what a kwok cluster runs (no kubelet, kube-proxy, CoreDNS), of the
+    Kubernetes :func:`kubernetes` names. The compat set has no real node."""
+    if only == "kwok":
+        which = ["--for", "compat" if kubernetes() == "compat" else "kwok"]
+    elif kubernetes() == "compat":
+        raise ClusterError(f"{KUBERNETES_ENV}=compat runs kwok clusters only: the real node is the newest's")
+    else:
+        which = []
     result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), *(["--for", "kwok"] if only == "kwok" else [])],
+        ["bash", str(BUILD_SCRIPT), *which],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if quiet else None,
         check=False,

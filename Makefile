@@ -44,6 +44,10 @@ system-deps: ## Install every Debian package the tests use when absent: system-d
 binaries: ## Build kube-apiserver, etcd, kwok, kubectl, helm… from source, once, into ~/.cache/agentihooks-swarm (first run: about 12 min on 2 free cores)
 	@tests/tools/binaries/build.sh
 
+.PHONY: binaries-compat
+binaries-compat: ## Build the oldest Kubernetes the chart allows (1.34: kube-apiserver, kube-controller-manager, kube-scheduler) from source, once (first run: about 10 min on 2 free cores)
+	@tests/tools/binaries/build.sh --for compat >/dev/null
+
 SHELL_SCRIPTS := $(wildcard tests/*/*.sh tests/tools/*/*.sh charts/*/hack/*.sh) .ci/run
 
 .PHONY: lint
@@ -73,9 +77,19 @@ version: $(STAMP) ## Write pyproject.toml's version into Chart.yaml (version, ap
 manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)
 	charts/agentihooks-swarm/hack/sync-crds.sh
 
+# The tests that back docs/compatibility.md on the oldest Kubernetes the chart allows: the smoke
+# test and those marked compat (the chart's install, the Executions' selection by phase, the
+# end-to-end launch and cleanup).
+COMPAT_PYTEST := AGENTIHOOKS_SWARM_KUBERNETES=compat $(PY) -m pytest -q -m "smoke or compat" tests/integration tests/e2e tests/chart
+
 .PHONY: test
-test: $(STAMP) system-deps binaries lint ## Everything CI runs: lint, unit, integration, e2e, faults, chart and the proof (about 20 min warm on 2 cores)
+test: $(STAMP) system-deps binaries binaries-compat lint ## Everything CI runs: lint, unit, integration, e2e, faults, chart and the proof, then test-compat (about 20 min warm on 2 cores)
 	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS)
+	$(COMPAT_PYTEST)
+
+.PHONY: test-compat
+test-compat: $(STAMP) system-deps binaries-compat ## The smoke test, the chart's install and the e2e launch and cleanup on the oldest Kubernetes the chart allows (docs/compatibility.md)
+	$(COMPAT_PYTEST) $(PYTEST_ARGS)
 
 .PHONY: check
 check: $(STAMP) system-deps-kwok lint ## The edit-test loop (under 2 min warm): lint, unit tests, and the smoke test on the real API server

@@ -82,8 +82,12 @@ class Chart:
             check=False,
         )
 
-    def render(self, values: Mapping[str, Any] | None = None, *, crds: bool = False) -> Rendered:
+    def render(
+        self, values: Mapping[str, Any] | None = None, *, crds: bool = False, kube_version: str | None = None
+    ) -> Rendered:
+        """``kube_version`` is the cluster's version helm assumes (and checks ``kubeVersion`` against)."""
         args = ["template", RELEASE, str(CHART_DIR), *(["--include-crds"] if crds else [])]
+        args += ["--kube-version", kube_version] if kube_version else []
         done = self._run(*args, values=values)
         if done.returncode != 0:
             raise RenderError(done.stderr)

@@ -35,6 +35,7 @@ def _get(plane: ControlPlane, path: str) -> dict[str, Any]:
     return plane.request_json("GET", path)
 
 
+@pytest.mark.compat  # also on the oldest Kubernetes the chart allows (make test-compat)
 @pytest.mark.pod_security("restricted")
 def test_helm_install_into_a_restricted_namespace(
     control_plane: ControlPlane, namespace: str, tmp_path: Path

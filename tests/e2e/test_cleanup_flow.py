@@ -25,6 +25,7 @@ async def stored(scene: Scene, name: str, execution: str) -> Any:
     return await scene.stored(slug=SLUG, name=name, execution=execution)
 
 
+@pytest.mark.compat  # also on the oldest Kubernetes the chart allows (make test-compat)
 async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(scene: Scene) -> None:
     process = scene.start()
     await start_failing_worker(scene, execution="fails-late")

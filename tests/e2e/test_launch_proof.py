@@ -40,6 +40,7 @@ def check_launch_metrics(port: int) -> None:
     assert scraped['agentihooks_swarm_startup_failures_total{class="exit_code",path="launch"}'] == 1.0
 
 
+@pytest.mark.compat  # also on the oldest Kubernetes the chart allows (make test-compat)
 async def test_refused_worker_evidence_outlives_the_pod(scene: Scene) -> None:
     slug, execution = "proof", "refused-1"
     pod_name = await planting.plant_refused_worker(

@@ -53,24 +53,7 @@ def test_helm_install_into_a_restricted_namespace(
     try:
         assert "PodSecurity" not in installed.stderr, installed.stderr
 
-        # Every rendered object passes the API server's strict field validation.
-        rendered = _run([helm, "template", RELEASE, str(CHART_DIR), "--namespace", namespace], env=env)
-        validated = _run(
-            [
-                kubectl,
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "--dry-run=server",
-                "--validate=strict",
-                "--field-manager=chart-test",
-                "-f",
-                "-",
-            ],
-            env=env,
-            stdin=rendered.stdout,
-        )
-        assert "Warning" not in validated.stderr, validated.stderr
+        _strictly_valid(helm, kubectl, namespace=namespace, env=env)
 
         crds = {
             item["metadata"]["name"]
@@ -87,60 +70,89 @@ def test_helm_install_into_a_restricted_namespace(
         containers = deployment["spec"]["template"]["spec"]["containers"]
         assert [c["name"] for c in containers] == ["controller"]
 
-        # The workers' own namespace (Pod Security restricted), with the Role and the worker
-        # ServiceAccount, and the policy that refuses a Swarm asking for what workers may not use.
-        workers = f"{namespace}-workers"
-        labels = _get(control_plane, f"/api/v1/namespaces/{workers}")["metadata"]["labels"]
-        assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-        role = _get(
-            control_plane,
-            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{workers}/roles/{RELEASE}-controller",
-        )
-        assert {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]} in role["rules"]
-        account = _get(control_plane, f"/api/v1/namespaces/{workers}/serviceaccounts/{RELEASE}-worker")
-        assert account["automountServiceAccountToken"] is False
-        _refused_at_admission(control_plane, workers)
-
-        # Pod Security `restricted` admits the bundled Redis's Pod: the test control plane runs no
-        # StatefulSet controller, so the Pod its template makes is created with a server dry run.
-        statefulset = _get(
-            control_plane, f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{RELEASE}-redis"
-        )
-        template = statefulset["spec"]["template"]
-        [claim] = statefulset["spec"]["volumeClaimTemplates"]
-        volume = {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{RELEASE}-redis-0"}}
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"{RELEASE}-redis-0", "labels": template["metadata"]["labels"]},
-            "spec": {**template["spec"], "volumes": [*template["spec"].get("volumes", []), volume]},
-        }
-        assert claim["metadata"]["name"] == "data"
-        control_plane.request_json("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)
-
-        # Pod Security `restricted` admits the controller's Pods.
-        for component in ("controller",):
-            selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
-            deadline = time.monotonic() + 60
-            while not _get(control_plane, f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")[
-                "items"
-            ]:
-                sets = _get(
-                    control_plane,
-                    f"/apis/apps/v1/namespaces/{namespace}/replicasets?labelSelector={selector}",
-                )["items"]
-                failures = [
-                    c["message"]
-                    for rs in sets
-                    for c in (rs.get("status") or {}).get("conditions") or []
-                    if c["type"] == "ReplicaFailure"
-                ]
-                assert not failures, failures
-                assert time.monotonic() < deadline, f"no {component} Pod after 60s"
-                time.sleep(0.5)
+        _workers_namespace(control_plane, f"{namespace}-workers")
+        _redis_pod_admitted(control_plane, namespace)
+        _controller_pods_admitted(control_plane, namespace)
     finally:
         _run([helm, "uninstall", RELEASE, "--namespace", namespace, "--wait=hookOnly"], env=env)
         control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}-workers")  # kept by Helm
+
+
+def _strictly_valid(helm: str, kubectl: str, *, namespace: str, env: dict[str, str]) -> None:
+    """Every rendered object passes the API server's strict field validation."""
+    rendered = _run([helm, "template", RELEASE, str(CHART_DIR), "--namespace", namespace], env=env)
+    validated = _run(
+        [
+            kubectl,
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--dry-run=server",
+            "--validate=strict",
+            "--field-manager=chart-test",
+            "-f",
+            "-",
+        ],
+        env=env,
+        stdin=rendered.stdout,
+    )
+    assert "Warning" not in validated.stderr, validated.stderr
+
+
+def _workers_namespace(control_plane: ControlPlane, workers: str) -> None:
+    """The workers' own namespace (Pod Security restricted), with the Role and the worker
+    ServiceAccount, and the policy that refuses a Swarm asking for what workers may not use."""
+    labels = _get(control_plane, f"/api/v1/namespaces/{workers}")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    role = _get(
+        control_plane,
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{workers}/roles/{RELEASE}-controller",
+    )
+    assert {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]} in role["rules"]
+    account = _get(control_plane, f"/api/v1/namespaces/{workers}/serviceaccounts/{RELEASE}-worker")
+    assert account["automountServiceAccountToken"] is False
+    _refused_at_admission(control_plane, workers)
+
+
+def _redis_pod_admitted(control_plane: ControlPlane, namespace: str) -> None:
+    """Pod Security `restricted` admits the bundled Redis's Pod: the test control plane runs no
+    StatefulSet controller, so the Pod its template makes is created with a server dry run."""
+    statefulset = _get(control_plane, f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{RELEASE}-redis")
+    template = statefulset["spec"]["template"]
+    [claim] = statefulset["spec"]["volumeClaimTemplates"]
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{RELEASE}-redis-0"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{RELEASE}-redis-0", "labels": template["metadata"]["labels"]},
+        "spec": {**template["spec"], "volumes": [*template["spec"].get("volumes", []), volume]},
+    }
+    assert claim["metadata"]["name"] == "data"
+    control_plane.request_json("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)
+
+
+def _controller_pods_admitted(control_plane: ControlPlane, namespace: str) -> None:
+    """Pod Security `restricted` admits the controller's Pods (within 60 s; a ReplicaSet's
+    ReplicaFailure says at once why not)."""
+    for component in ("controller",):
+        selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
+        deadline = time.monotonic() + 60
+        while not _get(control_plane, f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")[
+            "items"
+        ]:
+            sets = _get(
+                control_plane,
+                f"/apis/apps/v1/namespaces/{namespace}/replicasets?labelSelector={selector}",
+            )["items"]
+            failures = [
+                c["message"]
+                for rs in sets
+                for c in (rs.get("status") or {}).get("conditions") or []
+                if c["type"] == "ReplicaFailure"
+            ]
+            assert not failures, failures
+            assert time.monotonic() < deadline, f"no {component} Pod after 60s"
+            time.sleep(0.5)
 
 
 def _refused_at_admission(control_plane: ControlPlane, workers: str) -> None:

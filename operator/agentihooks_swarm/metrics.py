@@ -43,7 +43,7 @@ class Metrics:
         self.log_read_failures = prometheus_client.Counter(
             "agentihooks_swarm_log_read_failures",
             "Failed pods/log reads, by cause.",
-            ["path", "cause"],  # cause: refused|node_unreachable|unavailable|timeout
+            ["path", "cause"],  # path: launch|cleanup; cause: refused|node_unreachable|unavailable|timeout
             registry=self.registry,
         )
         self.pods_removed = prometheus_client.Counter(
@@ -63,40 +63,43 @@ class Metrics:
         self.events_read_failures = prometheus_client.Counter(
             "agentihooks_swarm_events_read_failures",
             "Failed reads of a Pod's Events for a capture (the capture has no events field), by cause.",
-            ["path", "cause"],  # cause: refused|node_unreachable|unavailable|timeout
+            # path: launch|cleanup|deadline; cause: refused|node_unreachable|unavailable|timeout
+            ["path", "cause"],
             registry=self.registry,
         )
         self.log_rereads = prometheus_client.Counter(
             "agentihooks_swarm_log_rereads",
             "Just-terminated containers whose first log read was empty and was read again, by "
             "whether a later read had lines (filled: the runtime wrote them after reporting the exit).",
-            ["path", "result"],  # result: filled|empty
+            ["path", "result"],  # path: launch|cleanup|deadline; result: filled|empty
             registry=self.registry,
         )
         self.pod_events_reads = prometheus_client.Counter(
             "agentihooks_swarm_pod_events_reads",
             "Reads of a Pod's Events for a capture, by source: the operator's Events index, or a list.",
-            ["source"],  # index|list (list: the index was out of sync, or had dropped the Pod)
+            ["source"],  # source: index|list (list: the index was out of sync, or had dropped the Pod)
             registry=self.registry,
         )
         self.refusals = prometheus_client.Counter(
             "agentihooks_swarm_refusals",
             "Refused worker Pods counted under their fingerprint, by swarm and failure class (the "
             "fingerprints themselves: status.refusals of the Swarm, and records top).",
-            ["swarm", "class"],  # class: records.FailureClass
+            ["swarm", "class"],  # swarm: the Swarm's name; class: records.FailureClass
             registry=self.registry,
         )
         self.refusal_budget_exceeded = prometheus_client.Gauge(
             "agentihooks_swarm_refusal_budget_exceeded",
             "1 while a swarm's refusal budget holds its new Executions back (Blocked).",
-            ["swarm"],
+            ["swarm"],  # swarm: the Swarm's name
             registry=self.registry,
         )
         self.top_fingerprints = prometheus_client.Gauge(
             "agentihooks_swarm_refusal_fingerprint_count",
             "The count of each of a swarm's five most frequent refusal fingerprints (the dashboard's "
             "table; no other fingerprint is exported, to bound the series).",
-            ["swarm", "rank", "fingerprint", "class", "text"],  # rank: 1-5; text cut to 100 characters
+            # swarm: the Swarm's name; rank: 1-5; fingerprint: 12 hex characters;
+            # class: records.FailureClass; text: the fingerprint's masked line, cut to 100 characters
+            ["swarm", "rank", "fingerprint", "class", "text"],
             registry=self.registry,
         )
         self.event_index_synced = prometheus_client.Gauge(
@@ -110,25 +113,29 @@ class Metrics:
         self.startup_deadlines = prometheus_client.Counter(
             "agentihooks_swarm_startup_deadlines",
             "Worker Pods past their startup deadline, by what the operator did.",
-            ["action"],  # deadline_set: activeDeadlineSeconds set; unschedulable: attempt failed
+            # action: deadline_set (activeDeadlineSeconds set)|unschedulable (attempt failed)
+            ["action"],
             registry=self.registry,
         )
         self.store_failures = prometheus_client.Counter(
             "agentihooks_swarm_store_failures",
             "Redis writes that failed, so a refused Pod was kept (launch) or a pass retried (cleanup).",
-            ["path"],  # launch|cleanup
+            ["path"],  # path: launch|cleanup
             registry=self.registry,
         )
         self.cleanup_failures = prometheus_client.Counter(
             "agentihooks_swarm_cleanup_pass_failures",
             "Cleanup passes that stopped early and will be retried, by error type.",
-            ["error"],  # PassFailed|ApiUnavailable|ApiTimeout|ApiRefused|StoreUnavailable|StaleWrite|…
+            # error: the error's type - PassFailed|Terminating (a Pod's log, delete or grace period),
+            # ApiRefused|NotFound|AlreadyExists|PreconditionFailed|ApiUnavailable|ApiTimeout|ApiError
+            # (the API server), StoreUnavailable|NotDurable (Redis), StaleWrite (another step wrote first)
+            ["error"],
             registry=self.registry,
         )
         self.hands = prometheus_client.Counter(
             "agentihooks_swarm_hands",
             "Hands of a grant to a worker Pod, by result reason ('handed' when it worked).",
-            ["reason"],  # handed, or records.HandReason: project_unpermitted|config_map_exists|…
+            ["reason"],  # reason: handed, or a refusal - records.HandReason
             registry=self.registry,
         )
 
@@ -142,7 +149,7 @@ class Metrics:
         self.evidence_restored = prometheus_client.Counter(
             "agentihooks_swarm_evidence_restored",
             "Evidence records this replica wrote and put back because a new Redis primary lacked them.",
-            ["record"],  # startup|journal|retained|owner
+            ["record"],  # record: startup|journal|retained|owner
             registry=self.registry,
         )
         self.evidence_restore_skipped = prometheus_client.Counter(
@@ -150,7 +157,7 @@ class Metrics:
             "Evidence records not put back after a Redis failover, by reason: the name belongs to "
             "another Execution now, its records were forgotten (records forget, retention), or the "
             "topology's primary is not watched (counted once each time it is found so).",
-            ["reason"],  # owner_changed|forgotten|unwatched
+            ["reason"],  # reason: owner_changed|forgotten|unwatched
             registry=self.registry,
         )
         self.evidence_restore_wait_shortfalls = prometheus_client.Counter(
@@ -179,7 +186,7 @@ class Metrics:
         self.replica_waits = prometheus_client.Counter(
             "agentihooks_swarm_replica_waits",
             "Evidence writes waited on for REDIS_MIN_REPLICAS replicas (Redis WAIT), by result.",
-            ["result"],  # acknowledged|timeout (timeout: the Pod is kept)
+            ["result"],  # result: acknowledged|timeout (timeout: the Pod is kept)
             registry=self.registry,
         )
 
@@ -193,27 +200,27 @@ class Metrics:
         self.retention_sweeps = prometheus_client.Counter(
             "agentihooks_swarm_retention_sweeps",
             "Retention sweeps by result.",
-            ["result"],  # done|failed
+            ["result"],  # result: done|failed
             registry=self.registry,
         )
         self.stored_bytes = prometheus_client.Gauge(
             "agentihooks_swarm_stored_bytes",
             "Bytes a swarm's keys take in Redis (MEMORY USAGE of each, every entry walked), as last "
             "measured by the leader.",
-            ["swarm"],
+            ["swarm"],  # swarm: the Swarm's name
             registry=self.registry,
         )
         self.quota_bytes = prometheus_client.Gauge(
             "agentihooks_swarm_quota_bytes",
             "A swarm's byte quota (SWARM_QUOTA_BYTES; 0: off): at it, its new Executions are Blocked.",
-            ["swarm"],
+            ["swarm"],  # swarm: the Swarm's name
             registry=self.registry,
         )
         self.quota_blocked = prometheus_client.Counter(
             "agentihooks_swarm_quota_blocked",
             "Executions held back (Blocked, reason QuotaExceeded) because their swarm reached its byte "
             "quota, counted once each time one is newly held back.",
-            ["swarm"],
+            ["swarm"],  # swarm: the Swarm's name
             registry=self.registry,
         )
 
@@ -222,22 +229,22 @@ class Metrics:
         self.task_restarts = prometheus_client.Counter(
             "agentihooks_swarm_task_restarts",
             "Background tasks that failed unexpectedly and were started again (or given up), by task.",
-            # task: leadership|steps|resync|expiry|retention|quota|kopf
-            # watch executions|watch pod events|watch worker pods
+            # task: leadership|steps|resync|expiry|swarm status|redis primary|retention|quota|
+            # worker credentials|kopf|watch executions|watch pod events|watch worker pods
             ["task"],
             registry=self.registry,
         )
         self.task_up = prometheus_client.Gauge(
             "agentihooks_swarm_task_up",
             "1 while a background task runs; 0 while it waits to restart, or after it was given up.",
-            ["task"],  # as task_restarts
+            ["task"],  # task: as agentihooks_swarm_task_restarts_total
             registry=self.registry,
         )
         self.steps = prometheus_client.Counter(
             "agentihooks_swarm_steps",
             "Steps of the Executions' lifecycle, by result (done: nothing more to do; progress: moved "
             "on, waiting, or stopped early for a reason that may pass; error: failed unexpectedly).",
-            ["result"],  # done|progress|error
+            ["result"],  # result: done|progress|error
             registry=self.registry,
         )
         self.queue_depth = prometheus_client.Gauge(

@@ -13,7 +13,7 @@ import yaml
 
 from agentihooks_swarm import metrics, settings
 from tests.tools import docs
-from tests.tools.docs import markdown, runbooks, values
+from tests.tools.docs import crds, markdown, runbooks, values
 
 
 def copy_pages(root: Path) -> None:
@@ -26,6 +26,62 @@ def copy_pages(root: Path) -> None:
 def test_the_committed_pages_match_their_sources() -> None:
     assert docs.stale() == []
     assert runbooks.problems() == []
+
+
+def test_no_reference_page_leaves_a_description_blank() -> None:
+    """Every CRD field and Helm value has a description, and every metric label its values."""
+    assert docs.gaps() == []
+
+
+def test_a_value_without_a_comment_a_field_without_a_description_and_a_bare_label_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chart_values = tmp_path / "values.yaml"
+    chart_values.write_text(values.VALUES.read_text().replace("  # The image's tag.\n", ""))
+    monkeypatch.setattr(values, "VALUES", chart_values)
+    crd_dir = tmp_path / "crds"
+    crd_dir.mkdir()
+    for path in crds.CRDS.glob("*.yaml"):
+        text = path.read_text()
+        if "executions" in path.name:
+            text = text.replace("description: The worker Pod's name, swarm-worker-NAME-ATTEMPT.", "x-a: b")
+        (crd_dir / path.name).write_text(text)
+    monkeypatch.setattr(crds, "CRDS", crd_dir)
+
+    class Bare(metrics.Metrics):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bare = prometheus_client.Counter(
+                "agentihooks_swarm_bare", "Bare.", ["kind"], registry=self.registry
+            )
+
+    monkeypatch.setattr(metrics, "Metrics", Bare)
+
+    assert docs.gaps() == [
+        "manifests/crds/swarm.agentihooks.io_executions.yaml: Execution field status.pod has no description "
+        "(add one, then `make manifests` and `make docs`)",
+        "charts/agentihooks-swarm/values.yaml: redis.bundled.image.tag has no description "
+        "(write a comment above it, then `make docs`)",
+        "operator/agentihooks_swarm/metrics.py: agentihooks_swarm_bare's label kind has no values: "
+        "write `# kind: a|b|…` on its label list, then `make docs`",
+    ]
+
+
+def test_a_metric_comment_over_lines_reads_as_one_note_and_names_records_enums() -> None:
+    source = """
+c = Counter(
+    "agentihooks_swarm_a",
+    "A.",
+    # path: launch|cleanup; outcome: removed|
+    # kept
+    # class: records.FailureClass
+    ["path", "outcome", "class"],
+    registry=r,
+)
+"""
+    (note,) = docs.metrics.label_notes(source).values()
+    assert note == "path: launch|cleanup; outcome: removed|kept; class: records.FailureClass"
+    assert docs.metrics.expand("class: records.FailureClass").startswith("class: exit_code|signal|")
 
 
 def test_a_page_edited_by_hand_is_stale_and_the_message_names_it_and_the_command(tmp_path: Path) -> None:
@@ -162,14 +218,14 @@ def test_a_runbook_of_no_alert_fails_the_check(tmp_path: Path) -> None:
 
 def test_every_runbook_is_in_the_site_navigation() -> None:
     """mkdocs build --strict fails on a page left out of the nav; this names the missing one."""
-    nav = yaml.safe_load((docs.REPO / "mkdocs.yml").read_text())["nav"]
-    listed = {
-        path
-        for section in nav
-        for entries in section.values()
-        if isinstance(entries, list)
-        for entry in entries
-        for path in ([entry] if isinstance(entry, str) else entry.values())
-    }
+
+    def paths(entries: object) -> set[str]:
+        if isinstance(entries, str):
+            return {entries}
+        if isinstance(entries, dict):
+            entries = list(entries.values())
+        return {path for entry in entries for path in paths(entry)} if isinstance(entries, list) else set()
+
+    listed = paths(yaml.safe_load((docs.REPO / "mkdocs.yml").read_text())["nav"])
     pages = {f"runbooks/{page.name}" for page in runbooks.RUNBOOKS.glob("*.md")}
     assert pages - listed == set()

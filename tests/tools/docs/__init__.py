@@ -4,7 +4,9 @@
 code and files it documents: the CRD schemas, the ``Settings`` model, the chart's values and
 schema, the metrics registry and the alerts. ``--check`` (run by ``make lint``) writes nothing and
 fails, naming the page and the command, when a committed page differs from what its source gives
-now, or when an alert has no runbook. The site itself is MkDocs (``mkdocs.yml``).
+now, when an alert has no runbook, or when a reference page would show a blank (:func:`gaps`: a
+CRD field or a Helm value without a description, a metric label without its values). The site
+itself is MkDocs (``mkdocs.yml``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def write(*, pages: Sequence[Page] = PAGES, root: Path = REPO) -> list[str]:
             target.write_text(text)
             written.append(page.path)
     return written
+
+
+def gaps() -> list[str]:
+    """What a reference page would leave blank: each names its source and what to write there."""
+    return [*crds.missing(), *values.missing(), *metrics.missing()]
 
 
 def stale(*, pages: Sequence[Page] = PAGES, root: Path = REPO) -> list[str]:

@@ -14,14 +14,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="write nothing; fail when a page is stale or a runbook is missing",
+        help="write nothing; fail when a page is stale, a runbook is missing or a description is empty",
     )
     args = parser.parse_args(argv)
     problems = docs.stale() if args.check else []
     if not args.check:
         for path in docs.write():
             print(f"docs: wrote {path}")
-    problems += runbooks.problems()
+    problems += runbooks.problems() + docs.gaps()
     for problem in problems:
         print(f"docs: {problem}", file=sys.stderr)
     return 1 if problems else 0

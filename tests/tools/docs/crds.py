@@ -19,6 +19,17 @@ CRDS: Final = REPO / "manifests" / "crds"
 
 Schema = Mapping[str, Any]
 
+#: The API server refuses a description on ``metadata`` (only ``name`` may be constrained there),
+#: so the page says what these are.
+_IMPLICIT: Final = {
+    "metadata": "The object's metadata, as in any Kubernetes object.",
+    "metadata.name": "The object's name (see the kind's description above).",
+}
+
+
+def description(path: str, schema: Schema) -> str:
+    return str(schema.get("description", "")).strip() or _IMPLICIT.get(path, "")
+
 _LIMITS: Final = (
     ("minLength", "length ≥ {}"),
     ("maxLength", "length ≤ {}"),
@@ -105,7 +116,7 @@ def _crd(document: Mapping[str, Any]) -> list[str]:
                 _type(child),
                 "yes" if required else "",
                 _constraints(child),
-                markdown.cell(str(child.get("description", ""))),
+                markdown.cell(description(path, child)),
             ]
             for path, child, required in fields(schema)
         ]
@@ -114,6 +125,23 @@ def _crd(document: Mapping[str, Any]) -> list[str]:
             "",
         ]
     return lines
+
+
+def missing() -> list[str]:
+    """One message per field of a CRD without a description: the reference would show it blank."""
+    found = []
+    for path in sorted(CRDS.glob("*.yaml")):
+        document = yaml.safe_load(path.read_text())
+        kind = document["spec"]["names"]["kind"]
+        for version in document["spec"]["versions"]:
+            schema = version["schema"]["openAPIV3Schema"]
+            for field, child, _ in fields(schema):
+                if not description(field, child):
+                    found.append(
+                        f"manifests/crds/{path.name}: {kind} field {field} has no description "
+                        "(add one, then `make manifests` and `make docs`)"
+                    )
+    return found
 
 
 def page() -> str:

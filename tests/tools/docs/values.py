@@ -113,6 +113,19 @@ def _table(
     return markdown.table(["Value", "Type", "Default", "Description"], rows)
 
 
+def missing() -> list[str]:
+    """One message per value without a description (a comment above it in values.yaml, or the
+    schema's ``description``): the reference would show it blank."""
+    schema = json.loads(SCHEMA.read_text())
+    notes = comments(VALUES.read_text())
+    return [
+        f"charts/agentihooks-swarm/values.yaml: {'.'.join(path)} has no description "
+        "(write a comment above it, then `make docs`)"
+        for path, node in _leaves(schema, ())
+        if not node.get("properties") and not (notes.get(path) or node.get("description", "")).strip()
+    ]
+
+
 def page() -> str:
     schema = json.loads(SCHEMA.read_text())
     text = VALUES.read_text()

@@ -90,6 +90,11 @@ def page() -> str:
             "alert's `runbook_url` annotation points at its page here; set "
             "`metrics.prometheusRule.runbookBaseUrl` when you host these pages elsewhere.",
             "",
+            "In their commands, `RELEASE` is the Helm release, `RELEASE_NAMESPACE` its namespace, "
+            "`WORKER_NAMESPACE` the namespace of the Swarms and Executions (`RELEASE_NAMESPACE-workers` by "
+            "default), `SLUG` the Swarm's name and `EXECUTION` the Execution's. The controller's leader is "
+            "the Pod the Lease `RELEASE-controller` names (its holder is `POD-PID`).",
+            "",
             *markdown.table(["Alert", "Severity", "Summary", "Fires after"], rows),
             "",
         ]

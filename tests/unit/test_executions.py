@@ -7,7 +7,7 @@ import dataclasses
 import tracemalloc
 from typing import Any
 
-from agentihooks_swarm import records
+from agentihooks_swarm import records, resources
 from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import attempts, model, status
@@ -113,6 +113,24 @@ def test_the_table_keeps_no_task_of_a_pending_execution() -> None:
     assert len(found) == 20
     assert after - before < 1_000_000, f"{(after - before) / 1e6:.1f} MB kept for 20 pending Executions"
     assert "spec" not in {f.name for f in dataclasses.fields(model.Tracked)}
+
+
+def test_the_table_keeps_the_verdict_on_a_spec_that_cannot_launch() -> None:
+    """An unlaunched Execution's spec is judged as the watch brings it, and only the verdict is kept:
+    the step answers an invalid one (a task over resources.MAX_TASK_BYTES) without reading a 1 MB
+    object again, which a loaded API server may not answer in time."""
+    too_large = execution(phase=None, hand=False)
+    too_large["spec"]["task"] = "x" * 1_000_001
+    found = executions.track(too_large)
+    assert found is not None and found.spec_error is not None
+    assert found.spec_error == (
+        f"Execution e-1: spec.task takes 1000003 bytes as JSON, more than the {resources.MAX_TASK_BYTES} "
+        "its grant ConfigMap can hold; hand the worker a reference to the data instead"
+    )
+    unlaunched = executions.track(execution(phase=None, hand=False))
+    assert unlaunched is not None and unlaunched.spec_error is None
+    launched = executions.track(dict(too_large, status=execution()["status"]))  # Not judged again.
+    assert launched is not None and launched.spec_error is None
 
 
 def test_an_invalid_execution_needs_a_step_once_it_changed() -> None:

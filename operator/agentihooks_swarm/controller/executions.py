@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
-from agentihooks_swarm import errors
+from agentihooks_swarm import errors, resources
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import status as status_
 from agentihooks_swarm.lifecycle.model import SETTLED, Phase, Tracked
@@ -77,9 +77,10 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
             return None
         if not status_.changed_since_launch(status, generation=generation, relaunch=relaunch):
             return None
+    name = str(metadata.get("name") or "")
     return Tracked(
         namespace=str(metadata.get("namespace") or ""),
-        name=str(metadata.get("name") or ""),
+        name=name,
         uid=str(metadata.get("uid") or ""),
         resource_version=str(metadata.get("resourceVersion") or ""),
         spec_generation=generation,
@@ -89,7 +90,20 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
         finalizers=finalizers,
         relaunch=relaunch if isinstance(relaunch, str) else None,
         status=status,
+        spec_error=None if deleting or status.get("hand") else _spec_error(name, spec),
     )
+
+
+def _spec_error(name: str, spec: Mapping[str, Any]) -> str | None:
+    """Why an Execution's spec cannot launch, or None: the verdict the table keeps instead of the
+    spec. An invalid spec is answered from it; a valid one is read again at the launch. Its task
+    may be 1 MB, and a read of that may not come back in time from a loaded API server: a spec
+    that can never launch would be told ``LaunchFailed`` and tried again, instead of ``Invalid``."""
+    try:
+        resources.parse_execution(name=name, spec=spec)
+    except errors.InvalidResource as e:
+        return str(e)
+    return None
 
 
 def _wakes(old: Tracked | None, new: Tracked) -> bool:

@@ -6,7 +6,8 @@
 
 * :meth:`Gates.recorded`: a hand recorded in Redis whose status was never written is gone on
   from, never launched beside;
-* the spec, read at the launch (the table keeps none) and parsed (``InvalidSpec``);
+* the spec (``InvalidSpec``): one the table found invalid is answered as it is; a valid one is
+  read at the launch (the table keeps none) and parsed;
 * the Swarm, read and parsed (``SwarmNotFound``, ``SwarmInvalid``), and its worker template within
   the cluster admin's worker policy (``WorkerNotAllowed``);
 * the swarm's slug is this namespace's (``SlugInUse``), before anything of the slug's is read;
@@ -72,15 +73,8 @@ class Gates:
         """Every gate after :meth:`recorded`, in order: what the launch needs, or None when one is
         closed (the status says why, or the step is tried again)."""
         tracked = work.tracked
-        spec = await self._spec(work)
-        if spec is None:
-            return None
-        try:
-            execution = resources.parse_execution(name=tracked.name, spec=spec)
-        except errors.InvalidResource as e:
-            work.answer(status_.invalid_spec(str(e)), **work.observed())
-            work.notes.warning(reason="InvalidSpec", message=str(e))
-            work.settled = True
+        execution = await self._execution(work)
+        if execution is None:
             return None
         found = await self._swarm(work)
         if found is None:
@@ -130,6 +124,25 @@ class Gates:
             work.patch["waitingFor"] = attempts.WORKER_RUNNING
         status_.set_condition(work.patch, work.view.get("conditions"), status_.recorded())
         return True, hand
+
+    async def _execution(self, work: work_.Work) -> resources.ExecutionSpec | None:
+        """The Execution's spec, parsed; None when it cannot launch (``Invalid``, ``InvalidSpec``:
+        settled until it changes) or cannot be read now. A spec the table already found invalid
+        (:attr:`model.Tracked.spec_error`) is answered without reading the Execution again."""
+        tracked = work.tracked
+        error = tracked.spec_error
+        if error is None:
+            spec = await self._spec(work)
+            if spec is None:
+                return None
+            try:
+                return resources.parse_execution(name=tracked.name, spec=spec)
+            except errors.InvalidResource as e:
+                error = str(e)
+        work.answer(status_.invalid_spec(error), **work.observed())
+        work.notes.warning(reason="InvalidSpec", message=error)
+        work.settled = True
+        return None
 
     async def _spec(self, work: work_.Work) -> Mapping[str, Any] | None:
         """The Execution's spec, read at its launch: the table keeps none (a task may be 1 MB, and

@@ -188,6 +188,10 @@ class Tracked:
     #: The status' own fields (not kopf's bookkeeping of an earlier version). No spec: its task may
     #: be 1 MB, and a step reads the spec at the launch, the only time it needs it.
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: Why the spec the watch brought cannot launch (:func:`resources.parse_execution`'s message;
+    #: None: it parses, or it was launched): kept instead of the spec, so that the step answers an
+    #: invalid one without reading the Execution again.
+    spec_error: str | None = None
 
     @property
     def attempt_number(self) -> int:

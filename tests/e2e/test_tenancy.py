@@ -20,6 +20,7 @@ from agentihooks_swarm import store as store_
 from tests.support import builders, planting, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
+from tests.support.operator_process import OperatorProcess
 
 SLUG = "ci"
 PREFIX = "agentihooks-swarm"
@@ -68,56 +69,37 @@ def _records(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    other_namespace: str,
-    operator: OperatorFactory,
-    redis_url: str,
-) -> None:
-    team_a, team_b = namespace, other_namespace
-    await planting.plant_refused_worker(
-        admin_api, control_plane, namespace=team_a, slug=SLUG, execution=EXECUTION
-    )
-    process = operator(kubeconfig=control_plane.kubeconfig, namespace=None)
+async def _create_swarm_and_execution(api: client.ApiClient, *, namespace: str) -> None:
+    """What each team makes, under the same names: a Swarm with a budget of one refusal, and an
+    Execution of a project the Swarm does not register (refused, Done)."""
     budget = {"maxRefusals": 1, "windowSeconds": 3600}
     await watching.create(
-        admin_api, builders.swarm(name=SLUG, namespace=team_a, projects=["registered"], refusal_budget=budget)
+        api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"], refusal_budget=budget)
     )
     await watching.create(
-        admin_api, builders.execution(name=EXECUTION, namespace=team_a, swarm=SLUG, project="x")
+        api, builders.execution(name=EXECUTION, namespace=namespace, swarm=SLUG, project="x")
     )
 
-    async def a_done() -> dict[str, Any] | None:
-        status = await _status(admin_api, namespace=team_a, plural="executions", name=EXECUTION)
-        return status if status.get("phase") == "Done" else None
 
-    await watching.eventually(a_done, what="team A's Execution Done", operator=process, timeout=90)
+async def _execution_in_phase(
+    api: client.ApiClient, process: OperatorProcess, *, namespace: str, phase: str, what: str, timeout: float
+) -> dict[str, Any]:
+    """The Execution's status once it is in ``phase``."""
 
-    # Team B, later, under the same names, with the same tripped-budget settings.
-    await watching.create(
-        admin_api, builders.swarm(name=SLUG, namespace=team_b, projects=["registered"], refusal_budget=budget)
-    )
-    await watching.create(
-        admin_api, builders.execution(name=EXECUTION, namespace=team_b, swarm=SLUG, project="x")
-    )
+    async def reached() -> dict[str, Any] | None:
+        status = await _status(api, namespace=namespace, plural="executions", name=EXECUTION)
+        return status if status.get("phase") == phase else None
 
-    async def b_told() -> dict[str, Any] | None:
-        status = await _status(admin_api, namespace=team_b, plural="executions", name=EXECUTION)
-        return status if status.get("phase") == "Invalid" else None
+    return await watching.eventually(reached, what=what, operator=process, timeout=timeout)
 
-    b_status = await watching.eventually(
-        b_told, what="team B's Execution Invalid", operator=process, timeout=60
-    )
-    invalid = _condition(b_status, "Invalid")
-    assert invalid is not None and invalid["reason"] == "SlugInUse", b_status
-    assert team_a in invalid["message"] and "records release" in invalid["message"]
-    # Not A's name-in-use, nor A's budget: B is told about the name, and nothing of A's shows.
-    assert "build-42 already has records" not in invalid["message"]
+
+async def _check_team_b_swarm_told_nothing_of_a(
+    api: client.ApiClient, process: OperatorProcess, *, team_b: str
+) -> None:
+    """B's Swarm says SlugInUse, and shows none of A's refusals nor A's budget."""
 
     async def b_swarm_told() -> dict[str, Any] | None:
-        status = await _status(admin_api, namespace=team_b, plural="swarms", name=SLUG)
+        status = await _status(api, namespace=team_b, plural="swarms", name=SLUG)
         found = _condition(status, "Invalid")
         return status if found is not None and found["reason"] == "SlugInUse" else None
 
@@ -127,8 +109,14 @@ async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
     assert "refusals" not in b_swarm, b_swarm
     assert _condition(b_swarm, "Degraded") is None, b_swarm
 
+
+async def _check_team_a_swarm_counted(
+    api: client.ApiClient, process: OperatorProcess, *, team_a: str
+) -> None:
+    """A's Swarm counts its own refusal and is not told about the name."""
+
     async def a_counted() -> dict[str, Any] | None:
-        status = await _status(admin_api, namespace=team_a, plural="swarms", name=SLUG)
+        status = await _status(api, namespace=team_a, plural="swarms", name=SLUG)
         return status if (status.get("refusals") or {}).get("lastHour") == 1 else None
 
     a_swarm = await watching.eventually(
@@ -136,12 +124,10 @@ async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
     )
     assert _condition(a_swarm, "Invalid") is None, a_swarm
 
-    # No worker Pod of B's was created, and A's refused one is gone (captured first).
-    for team in (team_a, team_b):
-        left = await client.CoreV1Api(admin_api).list_namespaced_pod(team)
-        assert [p.metadata.name for p in left.items] == [], team
 
-    # The record is A's: its owner claim names A's namespace and A's Execution.
+def _check_the_records_are_team_a_s(redis_url: str, *, team_a: str, team_b: str) -> None:
+    """The record is A's (its owner claim names A's namespace and A's Execution), shown to A, and
+    its name neither taken by B's admin nor given up by A's while A's records exist."""
     r: redis.Redis = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         assert r.get(f"{PREFIX}:{{{SLUG}}}:namespace") == team_a
@@ -158,3 +144,41 @@ async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
     assert refused.returncode == 1 and f"owned by namespace {team_a!r}" in refused.stderr
     held = _records(redis_url, "release", SLUG, "--namespace", team_a)
     assert held.returncode == 1 and "still has records" in held.stderr
+
+
+async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    other_namespace: str,
+    operator: OperatorFactory,
+    redis_url: str,
+) -> None:
+    team_a, team_b = namespace, other_namespace
+    await planting.plant_refused_worker(
+        admin_api, control_plane, namespace=team_a, slug=SLUG, execution=EXECUTION
+    )
+    process = operator(kubeconfig=control_plane.kubeconfig, namespace=None)
+    await _create_swarm_and_execution(admin_api, namespace=team_a)
+    await _execution_in_phase(
+        admin_api, process, namespace=team_a, phase="Done", what="team A's Execution Done", timeout=90
+    )
+
+    # Team B, later, under the same names, with the same tripped-budget settings.
+    await _create_swarm_and_execution(admin_api, namespace=team_b)
+    b_status = await _execution_in_phase(
+        admin_api, process, namespace=team_b, phase="Invalid", what="team B's Execution Invalid", timeout=60
+    )
+    invalid = _condition(b_status, "Invalid")
+    assert invalid is not None and invalid["reason"] == "SlugInUse", b_status
+    assert team_a in invalid["message"] and "records release" in invalid["message"]
+    # Not A's name-in-use, nor A's budget: B is told about the name, and nothing of A's shows.
+    assert "build-42 already has records" not in invalid["message"]
+    await _check_team_b_swarm_told_nothing_of_a(admin_api, process, team_b=team_b)
+    await _check_team_a_swarm_counted(admin_api, process, team_a=team_a)
+
+    # No worker Pod of B's was created, and A's refused one is gone (captured first).
+    for team in (team_a, team_b):
+        left = await client.CoreV1Api(admin_api).list_namespaced_pod(team)
+        assert [p.metadata.name for p in left.items] == [], team
+    _check_the_records_are_team_a_s(redis_url, team_a=team_a, team_b=team_b)

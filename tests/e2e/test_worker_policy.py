@@ -18,6 +18,7 @@ from agentihooks_swarm.kubernetes import labels
 from tests.support import builders, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
+from tests.support.operator_process import OperatorProcess
 
 WORKER_ACCOUNT = "swarm-worker"
 
@@ -27,22 +28,9 @@ async def _condition(api: client.ApiClient, namespace: str, name: str, type_: st
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
 
 
-async def test_a_worker_the_policy_does_not_allow_is_invalid_with_no_pod_until_the_swarm_is_fixed(
-    admin_api: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    operator: OperatorFactory,
-) -> None:
-    control_plane.request_json(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts",
-        {"metadata": {"name": WORKER_ACCOUNT}, "automountServiceAccountToken": False},
-    )
-    process = operator(
-        kubeconfig=control_plane.kubeconfig,
-        namespace=namespace,
-        env={"AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNT": WORKER_ACCOUNT},
-    )
+def _wide_swarm(namespace: str) -> dict[str, Any]:
+    """A Swarm that asks for a ServiceAccount, a Secret and a pod security setting the worker
+    policy does not allow."""
     swarm = builders.swarm(
         name="wide",
         namespace=namespace,
@@ -53,11 +41,16 @@ async def test_a_worker_the_policy_does_not_allow_is_invalid_with_no_pod_until_t
         "runAsUser": 1000,
         "appArmorProfile": {"type": "Unconfined"},
     }
-    await watching.create(admin_api, swarm)  # No admission policy here: the operator must say no.
-    await watching.create(admin_api, builders.execution(name="e1", namespace=namespace, swarm="wide"))
+    return swarm
 
+
+async def _check_invalid_with_no_pod(
+    api: client.ApiClient, process: OperatorProcess, *, namespace: str, pod: str
+) -> None:
+    """e1 is Invalid (WorkerNotAllowed), its condition and Warning Event name each field and
+    value, and it has no hand and no Pod."""
     invalid = await watching.eventually(
-        lambda: _condition(admin_api, namespace, "e1", "Invalid"),
+        lambda: _condition(api, namespace, "e1", "Invalid"),
         what="the Invalid condition",
         operator=process,
     )
@@ -66,20 +59,20 @@ async def test_a_worker_the_policy_does_not_allow_is_invalid_with_no_pod_until_t
     assert 'spec.worker.serviceAccountName: "default" is not allowed (allowed: swarm-worker)' in message
     assert 'spec.worker.env[0].valueFrom.secretKeyRef.name: "db-password" is not allowed' in message
     assert 'spec.worker.securityContext.appArmorProfile.type: "Unconfined" is not allowed' in message
-    status = (await watching.execution(admin_api, namespace=namespace, name="e1"))["status"]
+    status = (await watching.execution(api, namespace=namespace, name="e1"))["status"]
     assert status["phase"] == "Invalid" and "hand" not in status
     found = await watching.events_once(
-        admin_api, namespace=namespace, name="e1", reasons={"WorkerNotAllowed"}, operator=process
+        api, namespace=namespace, name="e1", reasons={"WorkerNotAllowed"}, operator=process
     )
     [event] = [(t, m) for t, r, m in found if r == "WorkerNotAllowed"]
     assert event[0] == "Warning" and 'serviceAccountName: "default"' in event[1]
-    pod = labels.worker_pod_name(execution="e1", generation=1)
-    assert not await watching.pod_exists(admin_api, namespace=namespace, name=pod)
+    assert not await watching.pod_exists(api, namespace=namespace, name=pod)
 
-    # The Swarm fixed (no ServiceAccount, a Secret under the prefix, a restricted profile): the
-    # change launches it again, and the worker runs as the operator's worker ServiceAccount.
+
+async def _fix_the_swarm(api: client.ApiClient, *, namespace: str) -> None:
+    """No ServiceAccount, a Secret under the prefix, a restricted AppArmor profile."""
     await watching.merge_patch(
-        admin_api,
+        api,
         namespace=namespace,
         plural="swarms",
         name="wide",
@@ -98,6 +91,33 @@ async def test_a_worker_the_policy_does_not_allow_is_invalid_with_no_pod_until_t
             }
         },
     )
+
+
+async def test_a_worker_the_policy_does_not_allow_is_invalid_with_no_pod_until_the_swarm_is_fixed(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorFactory,
+) -> None:
+    control_plane.request_json(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        {"metadata": {"name": WORKER_ACCOUNT}, "automountServiceAccountToken": False},
+    )
+    process = operator(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        env={"AGENTIHOOKS_SWARM_WORKER_SERVICE_ACCOUNT": WORKER_ACCOUNT},
+    )
+    # No admission policy here: the operator must say no.
+    await watching.create(admin_api, _wide_swarm(namespace))
+    await watching.create(admin_api, builders.execution(name="e1", namespace=namespace, swarm="wide"))
+    pod = labels.worker_pod_name(execution="e1", generation=1)
+    await _check_invalid_with_no_pod(admin_api, process, namespace=namespace, pod=pod)
+
+    # The Swarm fixed: the change launches it again, and the worker runs as the operator's worker
+    # ServiceAccount.
+    await _fix_the_swarm(admin_api, namespace=namespace)
 
     async def launched() -> dict[str, Any] | None:
         listed = await client.CoreV1Api(admin_api).list_namespaced_pod(namespace)

@@ -7,21 +7,16 @@ worker's log is planted through kwok, since no real container runs here.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.support import proof_script
 from tests.support.cluster import ControlPlane
 
 pytestmark = pytest.mark.integration
-
-PROOF = (
-    Path(__file__).resolve().parents[2] / "charts" / "agentihooks-swarm" / "ci" / "startup-refusal-proof.sh"
-)
 
 
 # Among the slowest tests: it runs the chart's own proof script as CI and users do (helm install,
@@ -33,28 +28,15 @@ def test_startup_refusal_proof(
 ) -> None:
     state = tmp_path / "cluster.json"
     control_plane.save(state)
-    suffix = uuid.uuid4().hex[:6]
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")},
-        "KUBECONFIG": str(control_plane.kubeconfig),
-        "PATH": f"{control_plane.bin_dir}:{os.environ['PATH']}",
-        "MODE": mode,
-        "OPERATOR": "external",
-        "NAMESPACE": f"proof-{mode}-{suffix}",
-        "RELEASE": f"proof-{suffix}",
-        "REDIS_URL": redis_url,
-        "PYTHON": sys.executable,
-        "PROOF_PLANT_LOG": f"{sys.executable} -m tests.support.plant {state}",
-        "TIMEOUT": "90",
-    }
-    done = subprocess.run(
-        ["bash", str(PROOF)],
-        env=env,
-        capture_output=True,
-        text=True,
+    done, env = proof_script.run(
+        control_plane,
+        mode=mode,
+        operator="external",
         timeout=300,
-        cwd=Path(__file__).resolve().parents[2],
-        check=False,
+        REDIS_URL=redis_url,
+        PYTHON=sys.executable,
+        PROOF_PLANT_LOG=f"{sys.executable} -m tests.support.plant {state}",
+        TIMEOUT="90",
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output

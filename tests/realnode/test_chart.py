@@ -10,19 +10,16 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import images
+from tests.support import images, proof_script
 from tests.support.busybox import pod as busybox_pod
 from tests.support.cluster import ControlPlane, condition_true, host
 from tests.support.redis_server import RedisServer
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "agentihooks-swarm"
-PROOF = CHART / "ci" / "startup-refusal-proof.sh"
+CHART = proof_script.REPO / "charts" / "agentihooks-swarm"
 #: The chart's values that point it at the images loaded into the node (nothing is pulled).
 IMAGE_VALUES = (
     "--set", f"image.repository={images.OPERATOR_REF.rsplit(':', 1)[0]}",
@@ -211,21 +208,14 @@ def test_the_chart_runs_the_controller_in_cluster(
 def test_startup_refusal_proof_in_cluster(
     control_plane: ControlPlane, swarm_crds: list[str], mode: str
 ) -> None:
-    suffix = uuid.uuid4().hex[:6]
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIHOOKS_SWARM_")},
-        "KUBECONFIG": str(control_plane.kubeconfig),
-        "PATH": f"{control_plane.bin_dir}:{os.environ['PATH']}",
-        "MODE": mode,
-        "OPERATOR": "in-cluster",
-        "NAMESPACE": f"proof-{mode}-{suffix}",
-        "RELEASE": f"proof-{suffix}",
-        "WORKER_IMAGE": images.BUSYBOX_REF,
-        "HELM_ARGS": " ".join(IMAGE_VALUES),
-        "TIMEOUT": "180",
-    }
-    done = subprocess.run(
-        ["bash", str(PROOF)], env=env, capture_output=True, text=True, timeout=600, cwd=REPO, check=False
+    done, env = proof_script.run(
+        control_plane,
+        mode=mode,
+        operator="in-cluster",
+        timeout=600,
+        WORKER_IMAGE=images.BUSYBOX_REF,
+        HELM_ARGS=" ".join(IMAGE_VALUES),
+        TIMEOUT="180",
     )
     output = done.stdout + done.stderr
     try:

@@ -548,7 +548,7 @@ def test_schema_rejects_wrong_values(chart: Chart, values: dict[str, Any], where
 def test_notes_print_the_read_command(chart: Chart) -> None:
     notes = chart.notes()
     command = (
-        "kubectl exec deployment/rel-controller -c controller -- python -c 'import sys; "
+        "kubectl exec -n ns deployment/rel-controller -c controller -- python -c 'import sys; "
         "from agentihooks_swarm.store import connect; store = connect(); "
         'print(store.redis.hget(store.key(sys.argv[1], "attempt-startup-diagnostics"), sys.argv[2]))'
         "' SLUG EXECUTION"

@@ -30,6 +30,7 @@ _IMPLICIT: Final = {
 def description(path: str, schema: Schema) -> str:
     return str(schema.get("description", "")).strip() or _IMPLICIT.get(path, "")
 
+
 _LIMITS: Final = (
     ("minLength", "length ≥ {}"),
     ("maxLength", "length ≤ {}"),

@@ -27,7 +27,12 @@ PLANTED = b"worker startup refused: supervised\n"
 async def running(kubeconfig: Path, store: operations.AsyncStore, namespace: str) -> AsyncIterator[app_.App]:
     """The operator's tasks (all but kopf's), wired as ``run`` wires them, on the test's services."""
     settings = settings_.Settings(
-        namespace=namespace, cleanup_interval_seconds=0.5, lease_duration_seconds=6, api_timeout_seconds=3
+        namespace=namespace,
+        cleanup_interval_seconds=0.5,
+        lease_duration_seconds=6,
+        api_timeout_seconds=3,
+        # The test workers' kwok annotations are a prefixed key the worker policy must allow.
+        worker_metadata_prefixes=pods.PREFIX,
     )
     async with api_client(kubeconfig=kubeconfig) as api:
         app = app_.build(

@@ -296,7 +296,10 @@ def test_two_replicas_in_cluster_survive_the_leader_pod_being_killed(
     release, slug, count = "ha", "ha", 6
     install(
         control_plane, namespace=namespace, release=release,
-        values=("--set", "replicas=2", "--set", "operator.leaseDurationSeconds=6"),
+        # Workers in the release namespace (the chart's earlier layout): this test is about the
+        # leader, not where workers run.
+        values=("--set", "replicas=2", "--set", "operator.leaseDurationSeconds=6",
+                "--set", f"watch.namespace={namespace}"),
     )  # fmt: skip
     leader = lease_holder_pod(control_plane, namespace=namespace, release=release)
     executions = [f"ha-{i}" for i in range(count)]
@@ -340,7 +343,10 @@ def test_records_survive_the_bundled_redis_pod_being_deleted(
     """Issue 10: the bundled Redis keeps its data on a PersistentVolumeClaim (AOF, fsync always),
     so deleting its Pod loses no record; read with the spec's commands before and after."""
     release, slug = "keep", "keep"
-    install(control_plane, namespace=namespace, release=release)
+    # Workers in the release namespace (the chart's earlier layout): this test is about Redis.
+    install(
+        control_plane, namespace=namespace, release=release, values=("--set", f"watch.namespace={namespace}")
+    )
     executions = [f"keep-{i}" for i in range(3)]
     refuse_planted_workers(control_plane, namespace=namespace, slug=slug, executions=executions)
     for execution in executions:

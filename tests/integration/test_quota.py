@@ -19,12 +19,11 @@ import redis
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_, store as store_
-from agentihooks_swarm.kubernetes import clients, labels
+from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import events, quota
 from agentihooks_swarm.storage import keys, operations, quota as stored
-from tests.support import builders, commands, pods, watching
+from tests.support import app_tasks, builders, commands, pods, watching
 from tests.support.cluster import ControlPlane
-from tests.support.fixtures_cluster import api_client
 
 FULL, OTHER = "full", "other"
 #: A refused worker's log: 200 lines (what a capture keeps) of 300 bytes.
@@ -33,7 +32,6 @@ SHORT_LOG = b"worker startup refused: config.json missing\n"
 #: Under one long log's capture, far over everything else a swarm of a few Executions keeps.
 BOUND = 32 * 1024
 #: The worker policy's setting for the prefixes of a worker's labels and annotations.
-POLICY = "worker_metadata_prefixes"
 
 
 async def record_bytes(store: operations.AsyncStore, slug: str) -> int:
@@ -124,7 +122,6 @@ async def operator(
 ) -> AsyncIterator[app_.App]:
     """The operator's tasks (all but kopf's), wired as ``run`` wires them, in this event loop."""
     # The test workers' kwok annotations are prefixed keys, which the worker policy must allow.
-    allowed = {"worker_metadata_prefixes": pods.PREFIX} if POLICY in settings_.Settings.model_fields else {}
     settings = settings_.Settings.model_validate(
         {
             "namespace": namespace,
@@ -132,25 +129,13 @@ async def operator(
             "lease_duration_seconds": 6,
             "api_timeout_seconds": 3,
             "swarm_quota_bytes": bound,
-            **allowed,
+            "worker_metadata_prefixes": pods.PREFIX,
         }
     )
-    async with api_client(kubeconfig=kubeconfig) as api:
-        app = app_.build(
-            settings=settings,
-            metrics=metrics_.Metrics(),
-            cluster=clients.build(api=api, timeout=3.0),
-            store=store,
-            identity="quota-test",
-        )
-        await app.leader.attempt()
-        for runnable in app.runnables():
-            app.supervisor.start(runnable)
-        try:
-            yield app
-        finally:
-            await app.supervisor.stop()
-            await app.leader.release()
+    async with app_tasks.running(
+        kubeconfig=kubeconfig, store=store, settings=settings, identity="quota-test"
+    ) as app:
+        yield app
 
 
 async def status(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import app as app_, metrics as metrics_, settings as settings_
-from agentihooks_swarm.kubernetes import clients, labels
+from agentihooks_swarm import app as app_, settings as settings_
+from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.storage import operations
-from tests.support import builders, pods, watching
+from tests.support import app_tasks, builders, pods, watching
 from tests.support.cluster import ControlPlane
-from tests.support.fixtures_cluster import api_client
 from tests.support.proxy import FaultProxy, Respond
 
 SLUG = "supervised"
@@ -34,23 +33,10 @@ async def running(kubeconfig: Path, store: operations.AsyncStore, namespace: str
         # The test workers' kwok annotations are a prefixed key the worker policy must allow.
         worker_metadata_prefixes=pods.PREFIX,
     )
-    async with api_client(kubeconfig=kubeconfig) as api:
-        app = app_.build(
-            settings=settings,
-            metrics=metrics_.Metrics(),
-            cluster=clients.build(api=api, timeout=3.0),
-            store=store,
-            identity="supervised-test",
-        )
-        app.supervisor.backoff_seconds = 0.2
-        await app.leader.attempt()
-        for runnable in app.runnables():
-            app.supervisor.start(runnable)
-        try:
-            yield app
-        finally:
-            await app.supervisor.stop()
-            await app.leader.release()
+    async with app_tasks.running(
+        kubeconfig=kubeconfig, store=store, settings=settings, identity="supervised-test", backoff_seconds=0.2
+    ) as app:
+        yield app
 
 
 def restarts(app: app_.App, task: str) -> float:

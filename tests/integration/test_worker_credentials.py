@@ -19,7 +19,7 @@ from agentihooks_swarm.kubernetes import clients, labels, secrets
 from agentihooks_swarm.storage import acl, operations
 from agentihooks_swarm.swarm import credentials, worker_secret
 from agentihooks_swarm.worker import reports
-from tests.support import builders, watching
+from tests.support import app_tasks, builders, watching
 from tests.support.clocks import Clock
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
@@ -94,22 +94,10 @@ async def running(
         api_timeout_seconds=3,
         worker_credentials_interval_seconds=3600,
     )
-    async with api_client(kubeconfig=kubeconfig) as api:
-        app = app_.build(
-            settings=settings,
-            metrics=metrics_.Metrics(),
-            cluster=clients.build(api=api, timeout=3.0),
-            store=store,
-            identity="credentials-test",
-        )
-        await app.leader.attempt()
-        for runnable in app.runnables():
-            app.supervisor.start(runnable)
-        try:
-            yield app
-        finally:
-            await app.supervisor.stop()
-            await app.leader.release()
+    async with app_tasks.running(
+        kubeconfig=kubeconfig, store=store, settings=settings, identity="credentials-test"
+    ) as app:
+        yield app
 
 
 async def test_a_worker_pod_mounts_its_swarms_credential_which_the_swarm_owns(

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ import redis
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
-from tests.support import builders, planting, watching
+from tests.support import builders, commands, namespaces, planting, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
 from tests.support.operator_process import OperatorProcess
@@ -30,20 +29,8 @@ EXECUTION = "build-42"
 @pytest.fixture
 def other_namespace(control_plane: ControlPlane) -> Iterator[str]:
     """A second team's namespace beside the ``namespace`` fixture's."""
-    name = f"team-b-{uuid.uuid4().hex[:6]}"
-    control_plane.request_json(
-        "POST",
-        "/api/v1/namespaces",
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}},
-        },
-    )
-    try:
+    with namespaces.made(control_plane, "team-b") as [name]:
         yield name
-    finally:
-        control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
 async def _status(api: client.ApiClient, *, namespace: str, plural: str, name: str) -> dict[str, Any]:
@@ -140,9 +127,9 @@ def _check_the_records_are_team_a_s(redis_url: str, *, team_a: str, team_b: str)
     assert "planted kind refusal" in shown.stdout
 
     # B's admin may not take the name while A's records exist; A's may not give it up either.
-    refused = _records(redis_url, "release", SLUG, "--namespace", team_b)
+    refused = commands.records_release(slug=SLUG, namespace=team_b, redis_url=redis_url)
     assert refused.returncode == 1 and f"owned by namespace {team_a!r}" in refused.stderr
-    held = _records(redis_url, "release", SLUG, "--namespace", team_a)
+    held = commands.records_release(slug=SLUG, namespace=team_a, redis_url=redis_url)
     assert held.returncode == 1 and "still has records" in held.stderr
 
 

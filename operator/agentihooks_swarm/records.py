@@ -80,8 +80,21 @@ class WaitingContainer(_Record):
     last_state: dict[str, Any] | None = None
 
 
+class EventSource(_Record):
+    """Who wrote a core/v1 Event, as it says (``source``: ``kubelet`` and its node)."""
+
+    component: str | None = None
+    host: str | None = None
+
+
 class EventCapture(_Record):
-    """One of the Pod's own Events (selected by the Pod's UID)."""
+    """One of the Pod's own Events (selected by the Pod's UID).
+
+    Anyone allowed to create Events in the namespace can write one about a Pod, so the writer's
+    own words are kept with it (additive): ``source`` (core/v1) and ``reporting_controller``
+    and ``reporting_instance`` (both APIs). A kubelet's Event says ``kubelet``; one that says
+    something else, or nothing, was written by someone else.
+    """
 
     type: str
     reason: str
@@ -90,6 +103,9 @@ class EventCapture(_Record):
     #: When the Event was first and last seen (RFC 3339), when the API server says.
     first_time: str | None = None
     last_time: str | None = None
+    source: EventSource | None = None
+    reporting_controller: str | None = None
+    reporting_instance: str | None = None
 
 
 class FailureClass(enum.StrEnum):

@@ -30,6 +30,10 @@ EVENTS_MAX: Final = 20
 EVENTS_MAX_BYTES: Final = 8 * 1024
 #: The longest Event message kept (the API server's own Events are shorter).
 EVENT_MESSAGE_MAX: Final = 1024
+#: The longest of an Event's other words kept: ``type``, ``reason``, the writer's names and the
+#: times. Kubernetes names are at most 253 characters; a core/v1 Event's words have no bound at
+#: all, and one written to be large must not crowd the others out of ``EVENTS_MAX_BYTES``.
+EVENT_FIELD_MAX: Final = 253
 #: The waiting states noted on a Pod when its startup deadline is set (an annotation).
 WAITING_NOTE_MAX_BYTES: Final = 4 * 1024
 #: A container runtime may report a container's exit a moment before its log relay has written
@@ -171,29 +175,53 @@ def fit_events(raw: Sequence[dict[str, Any]]) -> list[records.EventCapture]:
         message = str(event.get("message") or "")
         version = str(_mapping(event.get("metadata")).get("resourceVersion") or "")
         order = (_moment(last), int(version) if version.isdigit() else 0)
+        source = _mapping(event.get("source"))
         shaped.append(
             (
                 order,
                 records.EventCapture(
-                    type=str(event.get("type") or ""),
-                    reason=str(event.get("reason") or ""),
+                    type=_word(event.get("type")) or "",
+                    reason=_word(event.get("reason")) or "",
                     message=message[:EVENT_MESSAGE_MAX],
                     count=count if isinstance(count, int) else 1,
-                    first_time=first or None,
-                    last_time=last or None,
+                    first_time=_word(first),
+                    last_time=_word(last),
+                    source=(
+                        records.EventSource(
+                            component=_word(source.get("component")), host=_word(source.get("host"))
+                        )
+                        if _word(source.get("component")) or _word(source.get("host"))
+                        else None
+                    ),
+                    # core/v1 spells it reportingComponent, events.k8s.io reportingController.
+                    reporting_controller=_word(
+                        event.get("reportingController") or event.get("reportingComponent")
+                    ),
+                    reporting_instance=_word(event.get("reportingInstance")),
                 ),
             )
         )
     shaped.sort(key=lambda pair: pair[0], reverse=True)
     kept: list[records.EventCapture] = []
     size = 2  # The list's brackets.
-    for _, shape in shaped[:EVENTS_MAX]:
+    for _, shape in shaped:
+        if len(kept) == EVENTS_MAX:
+            break
         cost = len(records.dump(shape).encode("utf-8")) + 1
         if size + cost > EVENTS_MAX_BYTES:
-            break
+            # Skipped, not the end: one large Event (bounded above, but a message of multi-byte
+            # characters is still large) must not drop the smaller ones after it.
+            continue
         kept.append(shape)
         size += cost
     return kept
+
+
+def _word(value: Any) -> str | None:
+    """A string field of an Event cut to ``EVENT_FIELD_MAX`` characters, or None if empty."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value[:EVENT_FIELD_MAX]
 
 
 def log_error(error: BaseException, *, state: dict[str, Any] | None = None) -> records.LogError:

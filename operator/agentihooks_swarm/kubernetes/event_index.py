@@ -51,6 +51,8 @@ MAX_EVENTS: Final = 20_000
 MAX_DROPPED: Final = 20_000
 #: The longest Event message held (the capture keeps at most this much of it too).
 MESSAGE_MAX: Final = 1024
+#: The longest of an Event's other words held (``diagnostics.EVENT_FIELD_MAX`` too).
+WORD_MAX: Final = 253
 
 Object = dict[str, Any]
 
@@ -61,11 +63,26 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def slim(event: Mapping[str, Any]) -> Object:
     """The fields of an Event that a capture reads (``diagnostics.fit_events``), and no others."""
-    kept: Object = {
-        key: event[key]
-        for key in ("type", "reason", "count", "firstTimestamp", "lastTimestamp", "eventTime")
-        if event.get(key) is not None
-    }
+    kept: Object = {"count": event["count"]} if event.get("count") is not None else {}
+    # Words cut as a capture cuts them, so one Event written to be large is not held whole.
+    for key in (
+        "type",
+        "reason",
+        "firstTimestamp",
+        "lastTimestamp",
+        "eventTime",
+        "reportingComponent",
+        "reportingController",
+        "reportingInstance",
+    ):
+        value = event.get(key)
+        if isinstance(value, str):
+            kept[key] = value[:WORD_MAX]
+    source = _mapping(event.get("source"))
+    if source:
+        kept["source"] = {
+            k: source[k][:WORD_MAX] for k in ("component", "host") if isinstance(source.get(k), str)
+        }
     message = event.get("message")
     if isinstance(message, str):
         kept["message"] = message[:MESSAGE_MAX]

@@ -12,7 +12,7 @@ from typing import Literal
 
 import pydantic
 
-from agentihooks_swarm import errors
+from agentihooks_swarm import errors, text
 
 PREFIX = "AGENTIHOOKS_SWARM_"
 
@@ -194,6 +194,33 @@ class Settings(pydantic.BaseModel):
         "key, so none under kubernetes.io, k8s.io or a sidecar injector's domain.",
     )
 
+    # What the operator shows of a worker's text outside Redis is redacted (docs/security.md,
+    # "Redaction"): the built-in patterns, these, and a Swarm's spec.redaction.patterns.
+    redact_patterns: str = pydantic.Field(
+        default="",
+        description="Regular expressions, one a line, whose matches are replaced by <redacted> in "
+        "everything the operator shows of a worker's text outside Redis (Events, the Swarm's status, its "
+        "log, `records` views), beside the built-in patterns for common secrets; a pattern's group named "
+        "`secret` replaces only that group. At most 32, each at most 512 characters, none repeating a "
+        "repeated group.",
+    )
+    store_redacted: bool = pydantic.Field(
+        default=False,
+        description="Also redact the captured text before it is stored in Redis (container logs, "
+        "termination and waiting messages, Event messages); the capture then says `redacted: true`. Off "
+        "by default: the stored log is what the worker printed.",
+    )
+
+    @pydantic.field_validator("redact_patterns")
+    @classmethod
+    def _patterns(cls, value: str) -> str:
+        text.Redactor.of(_lines(value))  # raises InvalidPattern, a ValueError: the setting is invalid
+        return value
+
+    def redactor(self) -> text.Redactor:
+        """The built-in patterns and ``redact_patterns``."""
+        return text.Redactor.of(_lines(self.redact_patterns))
+
     @pydantic.model_validator(mode="after")
     def _topology(self) -> Settings:
         if self.redis_mode == "sentinel" and not self.sentinel_addresses:
@@ -245,6 +272,10 @@ class Settings(pydantic.BaseModel):
                 for error in e.errors()
             )
             raise InvalidSettings(f"Invalid settings: {problems}") from e
+
+
+def _lines(value: str) -> list[str]:
+    return [line for line in value.splitlines() if line.strip()]
 
 
 class InvalidSettings(errors.SwarmError, ValueError):

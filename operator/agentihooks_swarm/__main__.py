@@ -5,10 +5,12 @@
 * ``worker heartbeat|outcome …`` — the worker's reports (see :mod:`agentihooks_swarm.worker.reports`);
 * ``records startup|retained|journal|hand|final SLUG EXECUTION`` — print a stored record, pretty.
   Exits 1 with a sentence when there is none;
-* ``records forget SLUG EXECUTION [--force]`` — remove an execution's records, so that its
-  name can be used by a new Execution (an Execution under a used name is ``Invalid``,
-  ``NameInUse``, until then). It refuses while the Execution that owns them (by UID) still
-  exists, which it asks the API server (the in-cluster service account, else KUBECONFIG);
+* ``records forget SLUG EXECUTION --requested-by WHO [--force]`` — remove an execution's records,
+  so that its name can be used by a new Execution (an Execution under a used name is
+  ``Invalid``, ``NameInUse``, until then). It refuses while the Execution that owns them (by UID)
+  still exists, which it asks the API server (the in-cluster service account, else KUBECONFIG),
+  and leaves a Warning Event ``RecordsForgotten`` naming WHO before it removes anything.
+  ``--force`` is refused unless ``AGENTIHOOKS_SWARM_ALLOW_FORCE_FORGET`` is true;
 * ``records top SLUG`` — the swarm's refusals by fingerprint, the most frequent first;
 * ``records release SLUG --namespace NS`` — give a swarm name up, so that a Swarm of that name in
   another namespace may use it (a swarm's records belong to the first namespace that used its
@@ -26,9 +28,9 @@ import sys
 import urllib.parse
 from collections.abc import Sequence
 
-from agentihooks_swarm import errors, records as records_, settings as settings_, store as store_, text
+from agentihooks_swarm import errors, records as records_, settings as settings_, store as store_
 from agentihooks_swarm.capture import diagnostics
-from agentihooks_swarm.kubernetes import api, clients
+from agentihooks_swarm.kubernetes import api, clients, forgotten as forgotten_
 
 logger = logging.getLogger("agentihooks_swarm")
 
@@ -70,10 +72,7 @@ def records(*, view: str, slug: str, execution: str, full: bool) -> int:
     if focus and not full:
         for part in focus.split("."):
             document = document.get(part, {}) if isinstance(document, dict) else {}
-    # Every view is redacted and printable: a record quotes what a worker printed, secrets and
-    # terminal escape sequences included (Redis keeps it so; a terminal need not obey it).
-    shown = settings_.Settings.from_env().redactor().redact_tree(document)
-    print(text.printable(json.dumps(shown, indent=2, ensure_ascii=False)))
+    print(json.dumps(document, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -151,29 +150,101 @@ def _owner_refusal(*, slug: str, execution: str, store: store_.Store) -> int | N
     return 1
 
 
-def forget(*, slug: str, execution: str, force: bool) -> int:
+async def _post_forgotten(forgotten: forgotten_.Forgotten) -> str:
+    client = await api.client()
     try:
-        store = store_.connect()
+        made = clients.build(api=client, timeout=OWNER_LOOKUP_TIMEOUT_SECONDS)
+        return await forgotten_.leave_event(
+            forgotten=forgotten,
+            executions=made.executions,
+            swarms=made.swarms,
+            events=made.events,
+            component="agentihooks-swarm",
+        )
+    finally:
+        await client.close()
+
+
+def _leave_event(*, slug: str, execution: str, requested_by: str, force: bool, store: store_.Store) -> bool:
+    """Post the ``RecordsForgotten`` Event (:mod:`.kubernetes.forgotten`) before anything is removed;
+    whether it was posted (what went wrong is printed)."""
+    try:
+        raw = store.redis.hget(store.key(slug, store_.OWNERS), execution)
+        namespace = (
+            records_.load(records_.Owner, raw).namespace if raw is not None else store.slug_owner(slug=slug)
+        )
+    except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
+        _store_error(e)
+        return False
+    if namespace is None:
+        print(
+            f"No namespace owns swarm {slug!r} or execution {execution!r}: there is no object to leave "
+            "the RecordsForgotten Event on.",
+            file=sys.stderr,
+        )
+        return False
+    forgotten = forgotten_.Forgotten(
+        namespace=namespace, slug=slug, execution=execution, requested_by=requested_by, force=force
+    )
+    try:
+        where = asyncio.run(_post_forgotten(forgotten))
+    except Exception as e:  # No credentials, a refusal, a timeout: nothing is logged.
+        print(
+            f"Could not leave the RecordsForgotten Event in namespace {namespace!r}: {type(e).__name__}: "
+            f"{e}. `records forget` posts it with the in-cluster service account (else KUBECONFIG): run "
+            "it in the controller's Pod.",
+            file=sys.stderr,
+        )
+        return False
+    print(f"Event RecordsForgotten left on {where}, requested by {requested_by!r}.")
+    return True
+
+
+def forget(*, slug: str, execution: str, force: bool, requested_by: str) -> int:
+    """Remove an execution's records (``records forget``), once an Event says who asked."""
+    settings = settings_.Settings.from_env()
+    if force and not settings.allow_force_forget:
+        print(
+            "records forget --force is turned off: it removes records without checking that their "
+            f"Execution is gone and their cleanup finished. Set {settings_.PREFIX}ALLOW_FORCE_FORGET=true "
+            "on the controller (the chart's records.allowForceForget) to allow it.",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        store = store_.connect(settings)
+        unfinished = not force and bool(store.redis.hexists(store.key(slug, store_.JOURNAL), execution))
     except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
         return _store_error(e)
     if not force:
         refused = _owner_refusal(slug=slug, execution=execution, store=store)
         if refused is not None:
             return refused
+    if unfinished:
+        return _unfinished(slug=slug, execution=execution)
+    if not _leave_event(slug=slug, execution=execution, requested_by=requested_by, force=force, store=store):
+        if not force:
+            print("Nothing was removed: records forget removes nothing it cannot log.", file=sys.stderr)
+            return 2
+        print("Removing them anyway (--force): no Event says so.", file=sys.stderr)
     try:
         removed = store.forget(slug=slug, execution=execution, force=force)
     except Exception as e:  # redis-py's errors, shown as a sentence rather than a traceback.
         return _store_error(e)
     if removed is None:
-        print(
-            f"Execution {execution!r} of swarm {slug!r} has a cleanup-journal entry: its cleanup has not "
-            "finished and its Pods may still exist. Let the operator finish it (`records journal` shows "
-            "what it waits for), or pass --force to remove the records anyway.",
-            file=sys.stderr,
-        )
-        return 1
+        return _unfinished(slug=slug, execution=execution)
     print(f"Removed {removed} records of execution {execution!r} of swarm {slug!r}; the name is free.")
     return 0
+
+
+def _unfinished(*, slug: str, execution: str) -> int:
+    print(
+        f"Execution {execution!r} of swarm {slug!r} has a cleanup-journal entry: its cleanup has not "
+        "finished and its Pods may still exist. Let the operator finish it (`records journal` shows "
+        "what it waits for), or pass --force to remove the records anyway.",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def top(*, slug: str) -> int:
@@ -190,19 +261,15 @@ def top(*, slug: str) -> int:
     if not summaries:
         print(f"No refusals counted for swarm {slug!r} (none yet, or another swarm name).", file=sys.stderr)
         return 1
-    redactor = settings_.Settings.from_env().redactor()
-    rows: list[tuple[str, ...]] = [("COUNT", "FINGERPRINT", "CLASS", "LAST SEEN", "EXAMPLE", "TEXT")]
+    rows = [("COUNT", "FINGERPRINT", "CLASS", "LAST SEEN", "EXAMPLE", "TEXT")]
     rows += [
-        tuple(
-            text.printable(cell, keep_newlines=False)
-            for cell in (
-                str(s.count),
-                s.fingerprint,
-                str(s.failure_class or "unknown"),
-                s.last_seen,
-                s.example.execution,
-                redactor.redact(s.text),
-            )
+        (
+            str(s.count),
+            s.fingerprint,
+            str(s.failure_class or "unknown"),
+            s.last_seen,
+            s.example.execution,
+            s.text,
         )
         for s in summaries
     ]
@@ -321,7 +388,6 @@ def _run(argv: list[str]) -> int:
         verbose=args.verbose, debug=args.debug, quiet=args.quiet, log_format=args.log_format
     )
     settings, namespaces = _scope(args, settings_.Settings.from_env())
-    text.redact_logs(logging.getLogger(), settings.redactor())  # the log quotes workers' text too
     return asyncio.run(serve(settings=settings, namespaces=namespaces, probes=_probe_address(args.liveness)))
 
 
@@ -357,6 +423,11 @@ def _main(argv: list[str]) -> int:
         help="forget: even while cleanup is unfinished or the owning Execution exists (not asked)",
     )
     reader.add_argument("--namespace", help="release: the namespace that owns the swarm name")
+    reader.add_argument(
+        "--requested-by",
+        metavar="WHO",
+        help="forget (required): who asks, named in the RecordsForgotten Event it leaves",
+    )
     args = parser.parse_args(argv)
     if args.view == "release":
         return release(slug=args.slug, namespace=args.namespace)
@@ -365,7 +436,18 @@ def _main(argv: list[str]) -> int:
     if args.execution is None:
         parser.error(f"records {args.view} needs SLUG and EXECUTION")
     if args.view == "forget":
-        return forget(slug=args.slug, execution=args.execution, force=args.force)
+        if not (args.requested_by or "").strip():
+            parser.error(
+                "records forget needs --requested-by WHO: the RecordsForgotten Event it leaves names who "
+                'asked (e.g. --requested-by "$(kubectl auth whoami '
+                "-o jsonpath='{.status.userInfo.username}')\")"
+            )
+        return forget(
+            slug=args.slug,
+            execution=args.execution,
+            force=args.force,
+            requested_by=args.requested_by.strip()[:200],
+        )
     return records(view=args.view, slug=args.slug, execution=args.execution, full=args.full)
 
 

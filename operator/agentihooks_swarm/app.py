@@ -23,9 +23,8 @@ from agentihooks_swarm import (
     metrics as metrics_,
     settings as settings_,
     supervisor as supervisor_,
-    text,
 )
-from agentihooks_swarm.capture import diagnostics, redaction
+from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.controller import (
     executions as executions_,
     leadership,
@@ -167,16 +166,14 @@ def build(
 ) -> App:
     """An :class:`App` on the given clients and store."""
     index = event_index.EventIndex(namespaces=settings.served_namespaces, metrics=metrics)
-    redactor = settings.redactor()
     runtime = model.Runtime(
         cluster=cluster,
         recorder=store,
         metrics=metrics,
         startup_deadline_seconds=settings.startup_deadline_seconds,
-        startup=redaction.redacting(capture, redactor=redactor) if settings.store_redacted else capture,
+        startup=capture,
         events=index,
         worker_policy=worker_policy.WorkerPolicy.from_settings(settings),
-        redactors=text.Redactors(redactor),
     )
     leader = leadership.Leadership(
         leases=cluster.leases,
@@ -252,7 +249,6 @@ def _swarm_status(
         holds=leader.holds,
         interval=settings.cleanup_interval_seconds,
         instance=identity,
-        redactors=runtime.redactors,
     )
 
 
@@ -321,6 +317,7 @@ def _credentials(
         interval=settings.worker_credentials_interval_seconds,
         rotation_seconds=settings.worker_credentials_rotation_seconds,
         instance=identity,
+        reader_digests=() if settings.reader_password is None else (acl.digest(settings.reader_password),),
     )
 
 

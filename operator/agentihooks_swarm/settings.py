@@ -12,7 +12,7 @@ from typing import Literal
 
 import pydantic
 
-from agentihooks_swarm import errors, text
+from agentihooks_swarm import errors
 
 PREFIX = "AGENTIHOOKS_SWARM_"
 
@@ -25,6 +25,11 @@ class Settings(pydantic.BaseModel):
     redis_url: str = pydantic.Field(
         default="redis://127.0.0.1:6379/0",
         description="Redis URL: redis://[user:password@]host:port/db, or rediss:// for TLS.",
+    )
+    redis_username: str | None = pydantic.Field(
+        default=None,
+        description="Redis ACL user, when REDIS_URL names none (sentinel mode: the user on the primary). "
+        "The records reader's Pod sets its read-only user here.",
     )
     redis_password: str | None = pydantic.Field(
         default=None, description="Redis password; overrides any password in the URL."
@@ -156,6 +161,18 @@ class Settings(pydantic.BaseModel):
         "for one more WORKER_CREDENTIALS_INTERVAL_SECONDS. 0 never rotates.",
     )
 
+    reader_password: str | None = pydantic.Field(
+        default=None,
+        description="The records reader's Redis password (docs/security.md): the controller makes the "
+        "read-only ACL user KEY_PREFIX-records with it at startup and on every worker-credentials pass. "
+        "Unset: no reader user is made (an admin supplies one).",
+    )
+    allow_force_forget: bool = pydantic.Field(
+        default=False,
+        description="Whether `records forget --force` may remove records without the checks (owning "
+        "Execution gone, cleanup finished, an Event left). Off: --force is refused.",
+    )
+
     # What a Swarm may put in its workers (docs/security.md, "What a Swarm author may put in a
     # worker"); the chart's ValidatingAdmissionPolicy enforces the same rules at admission.
     worker_service_account: str | None = pydantic.Field(
@@ -193,33 +210,6 @@ class Settings(pydantic.BaseModel):
         "always allowed, keys under the operator's own swarm.agentihooks.io never. Empty: no prefixed "
         "key, so none under kubernetes.io, k8s.io or a sidecar injector's domain.",
     )
-
-    # What the operator shows of a worker's text outside Redis is redacted (docs/security.md,
-    # "Redaction"): the built-in patterns, these, and a Swarm's spec.redaction.patterns.
-    redact_patterns: str = pydantic.Field(
-        default="",
-        description="Regular expressions, one a line, whose matches are replaced by <redacted> in "
-        "everything the operator shows of a worker's text outside Redis (Events, the Swarm's status, its "
-        "log, `records` views), beside the built-in patterns for common secrets; a pattern's group named "
-        "`secret` replaces only that group. At most 32, each at most 512 characters, none repeating a "
-        "repeated group.",
-    )
-    store_redacted: bool = pydantic.Field(
-        default=False,
-        description="Also redact the captured text before it is stored in Redis (container logs, "
-        "termination and waiting messages, Event messages); the capture then says `redacted: true`. Off "
-        "by default: the stored log is what the worker printed.",
-    )
-
-    @pydantic.field_validator("redact_patterns")
-    @classmethod
-    def _patterns(cls, value: str) -> str:
-        text.Redactor.of(_lines(value))  # raises InvalidPattern, a ValueError: the setting is invalid
-        return value
-
-    def redactor(self) -> text.Redactor:
-        """The built-in patterns and ``redact_patterns``."""
-        return text.Redactor.of(_lines(self.redact_patterns))
 
     @pydantic.model_validator(mode="after")
     def _topology(self) -> Settings:
@@ -272,10 +262,6 @@ class Settings(pydantic.BaseModel):
                 for error in e.errors()
             )
             raise InvalidSettings(f"Invalid settings: {problems}") from e
-
-
-def _lines(value: str) -> list[str]:
-    return [line for line in value.splitlines() if line.strip()]
 
 
 class InvalidSettings(errors.SwarmError, ValueError):

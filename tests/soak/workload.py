@@ -351,8 +351,8 @@ class Workload:
         return forgotten
 
     async def _run_forget(self, *, slug: str, name: str) -> tuple[int, str]:
-        """``python -m agentihooks_swarm records forget SLUG NAME`` with an operator's environment:
-        its exit code, and what it said (its last line)."""
+        """``python -m agentihooks_swarm records forget SLUG NAME --requested-by soak`` with an
+        operator's environment: its exit code, and what it said (its last line)."""
         assert self.user_env is not None
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -362,6 +362,8 @@ class Workload:
             "forget",
             slug,
             name,
+            "--requested-by",
+            "soak",
             env=dict(self.user_env()),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

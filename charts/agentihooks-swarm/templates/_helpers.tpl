@@ -240,14 +240,6 @@ without Helm.
   verbs: [create, patch]
 # A capture keeps the refused Pod's own Events: the operator lists and watches the Pods' Events
 # once (its index), and lists one Pod's by involvedObject.uid while the index is out of sync.
-{{- with .Values.operator.redaction }}
-{{- if .patterns }}
-- name: AGENTIHOOKS_SWARM_REDACT_PATTERNS
-  value: {{ join "\n" .patterns | quote }}
-{{- end }}
-- name: AGENTIHOOKS_SWARM_STORE_REDACTED
-  value: {{ .storeRedacted | default false | quote }}
-{{- end }}
 # Without watch every capture lists; without list a capture has no events field (events_error
 # says 403). Nothing else changes.
 - apiGroups: [""]

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from agentihooks_swarm import errors, text
+from agentihooks_swarm import errors
 from agentihooks_swarm.kubernetes import posting
 
 logger = logging.getLogger(__name__)
@@ -41,22 +41,16 @@ class Collected:
 
 
 async def post(
-    *,
-    client: posting.EventClient,
-    involved: Mapping[str, Any],
-    notes: Collected,
-    instance: str,
-    redactor: text.Redactor = text.DEFAULT,
+    *, client: posting.EventClient, involved: Mapping[str, Any], notes: Collected, instance: str
 ) -> None:
-    """Post each note as an Event about ``involved`` (an object reference with its UID), its
-    message redacted: an Event quotes a worker's text, and anyone who may list Events reads it."""
+    """Post each note as an Event about ``involved`` (an object reference with its UID)."""
     for type_, reason, message in notes.items:
         try:
             await client.post(
                 involved=involved,
                 type_=type_,
                 reason=reason,
-                message=text.printable(redactor.redact(message)),
+                message=message,
                 component=COMPONENT,
                 instance=instance,
             )

@@ -19,6 +19,12 @@ makes them again on every pass and after a new primary. ``ACL SETUSER ... reset`
 state the whole user, so it is idempotent; connections already authenticated stay open. Passwords
 travel as SHA-256 hashes (``#<hex>``): the operator keeps a replaced password only as its hash,
 during the rotation's overlap.
+
+The records reader (the chart's ``RELEASE-records`` Pod, docs/security.md) has a user of its own,
+made the same way from the password the chart gives the controller: it may run the commands the
+``records`` views send (``HGET``, ``HGETALL``, and ``PING`` for redis-py's health check) on the
+operator's keys (``PREFIX:*``) and read nothing else, write nothing, and run no ``KEYS``, ``SCAN``,
+``CONFIG``, ``FLUSHALL`` or script.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ from agentihooks_swarm.storage.keys import HEARTBEATS, OUTCOMES, key
 COMMANDS: Final = ("eval", "hget", "hset", "hsetnx")
 #: What redis-py's cluster client asks before its first command: the slot map and the key positions.
 CLUSTER_COMMANDS: Final = ("cluster|slots", "cluster|shards", "command")
+#: What the records views send: one record (``HGET``), a swarm's fingerprints (``HGETALL``), and
+#: redis-py's health check on a connection idle for a while (``PING``).
+READER_COMMANDS: Final = ("hget", "hgetall", "ping")
 #: The answers of a Redis that will not let the operator make users: no permission, or no ACL.
 _REFUSALS: Final = ("NOPERM", "unknown command", "unknown subcommand", "ERR unknown")
 #: Characters a key pattern treats as a glob.
@@ -49,6 +58,11 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 def username(*, prefix: str, slug: str) -> str:
     """The Redis user of swarm ``slug``'s workers."""
     return f"{prefix}-worker-{slug}"
+
+
+def reader_username(*, prefix: str) -> str:
+    """The Redis user of the records reader."""
+    return f"{prefix}-records"
 
 
 def digest(password: str) -> str:
@@ -70,6 +84,22 @@ def rules(*, prefix: str, slug: str, digests: Sequence[str], cluster: bool = Fal
         *(f"+{c}" for c in commands),
         f"%RW~{_pattern(key(prefix, slug, HEARTBEATS))}",
         f"%W~{_pattern(key(prefix, slug, OUTCOMES))}",
+    ]
+
+
+def reader_rules(*, prefix: str, digests: Sequence[str], cluster: bool = False) -> list[str]:
+    """The whole reader user, for ``ACL SETUSER``: read-only, and only the operator's keys."""
+    if not digests:
+        raise ValueError("the reader user needs at least one password")
+    commands = (*READER_COMMANDS, *(CLUSTER_COMMANDS if cluster else ()))
+    return [
+        "reset",
+        "on",
+        *(f"#{d}" for d in digests),
+        "resetchannels",
+        "-@all",
+        *(f"+{c}" for c in commands),
+        f"%R~{_pattern(prefix)}:*",
     ]
 
 
@@ -121,6 +151,19 @@ class WorkerUsers:
             "SETUSER",
             username(prefix=self.connection.prefix, slug=slug),
             *rules(prefix=self.connection.prefix, slug=slug, digests=digests, cluster=cluster),
+        )
+        await self._send(command, cluster=cluster)
+
+    async def ensure_reader(self, *, digests: Sequence[str]) -> None:
+        """Make (or make again) the records reader's user with exactly these passwords; raises as
+        :meth:`ensure` does."""
+        client = self.connection.redis
+        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        command = (
+            "ACL",
+            "SETUSER",
+            reader_username(prefix=self.connection.prefix),
+            *reader_rules(prefix=self.connection.prefix, digests=digests, cluster=cluster),
         )
         await self._send(command, cluster=cluster)
 

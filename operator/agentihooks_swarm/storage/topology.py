@@ -39,6 +39,8 @@ def _options(settings: settings_.Settings, *, cluster: bool = False) -> dict[str
     }
     if not cluster:  # The cluster clients check their nodes themselves.
         options["health_check_interval"] = 30
+    if settings.redis_username is not None:
+        options["username"] = settings.redis_username
     if settings.redis_password is not None:
         options["password"] = settings.redis_password
     if settings.redis_ca_file is not None:

@@ -75,6 +75,9 @@ class WorkerCredentials:
     interval: float
     rotation_seconds: float
     instance: str
+    #: The records reader's password (by digest), whose read-only user each pass makes again
+    #: (docs/security.md); empty: an admin supplies that user, or there is none.
+    reader_digests: tuple[str, ...] = ()
     clock: Callable[[], float] = time.time
     password: Callable[[], str] = dataclasses.field(default=lambda: secrets_.token_urlsafe(32))
     #: The swarms made lately by this process, by (namespace, name): their Swarm's UID and when.
@@ -117,7 +120,9 @@ class WorkerCredentials:
             self._woken.clear()
 
     async def refresh_all(self) -> None:
-        """One pass over every Swarm; a Swarm gone from the whole listing loses its user."""
+        """One pass over every Swarm; a Swarm gone from the whole listing loses its user. The records
+        reader's user first: like the workers', a restarted Redis or a new primary has lost it."""
+        await self.refresh_reader()
         seen: set[str] = set()
         try:
             async for page in self.swarms.served_pages(
@@ -142,6 +147,15 @@ class WorkerCredentials:
                 )
                 continue
             self._made.discard(slug)
+
+    async def refresh_reader(self) -> None:
+        """Make the records reader's user again, when the operator has its password."""
+        if not self.reader_digests:
+            return
+        try:
+            await self.users.ensure_reader(digests=self.reader_digests)
+        except (errors.AclRefused, errors.StoreUnavailable) as e:
+            logger.warning("Could not make the records reader's Redis user; the next pass retries: %s", e)
 
     async def refresh(self, swarm: Mapping[str, Any]) -> None:
         """One Swarm: make its credential again, and say on the Swarm what its workers get."""

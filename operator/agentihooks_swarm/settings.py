@@ -37,6 +37,18 @@ class Settings(pydantic.BaseModel):
     redis_ca_file: str | None = pydantic.Field(
         default=None, description="CA bundle to verify a rediss:// server with."
     )
+    redis_tls: bool = pydantic.Field(
+        default=False,
+        description="sentinel mode: TLS to the Sentinels and the primary, verified against the system's "
+        "trusted CAs unless REDIS_CA_FILE names a bundle (which turns TLS on too). Other modes: "
+        "rediss:// in REDIS_URL says TLS.",
+    )
+    redis_tls_check_hostname: bool = pydantic.Field(
+        default=True,
+        description="Over TLS, refuse a Redis server whose certificate does not name the host connected "
+        "to. false only for a private CA whose certificates lack proper names (logged as a warning): "
+        "any certificate that CA signed is then accepted for any host.",
+    )
     redis_timeout_seconds: float = pydantic.Field(
         default=5.0, gt=0, description="Connect and command timeout for Redis."
     )

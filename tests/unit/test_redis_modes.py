@@ -7,6 +7,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+import redis.sentinel
 from redis.crc import key_slot
 
 from agentihooks_swarm import settings, store
@@ -92,3 +93,36 @@ def test_every_hash_of_a_swarm_and_its_retention_index_share_one_slot() -> None:
     slots = {key_slot(store.key("agentihooks-swarm", "demo", name).encode()) for name in names}
     assert len(slots) == 1
     assert store.JOURNAL not in keys.SWEPT
+
+
+def test_sentinel_tls_without_a_ca_file_uses_the_system_cas_and_checks_names() -> None:
+    sentinel = settings.Settings(redis_mode="sentinel", redis_sentinels="127.0.0.1:1", redis_tls=True)
+    assert topology.uses_tls(sentinel)
+    client = topology.sync_client(sentinel)
+    assert isinstance(client, redis.Redis)
+    assert client.connection_pool.connection_class is redis.sentinel.SentinelManagedSSLConnection
+    pool = client.connection_pool
+    assert isinstance(pool, redis.sentinel.SentinelConnectionPool)
+    [asked] = pool.sentinel_manager.sentinels
+    kwargs = asked.connection_pool.connection_kwargs
+    assert (kwargs["ssl_ca_certs"], kwargs["ssl_check_hostname"]) == (None, True)
+    assert pool.connection_kwargs["ssl_check_hostname"] is True
+
+
+@pytest.mark.parametrize(
+    ("environ", "tls"),
+    [
+        ({}, False),
+        ({"REDIS_URL": "rediss://redis.example:6380/0"}, True),
+        ({"REDIS_URL": "redis://redis.example:6379/0", "REDIS_CA_FILE": "/ca.crt"}, False),
+        ({"REDIS_MODE": "sentinel", "REDIS_SENTINELS": "s:26379", "REDIS_CA_FILE": "/ca.crt"}, True),
+        ({"REDIS_MODE": "sentinel", "REDIS_SENTINELS": "s:26379"}, False),
+    ],
+)
+def test_which_settings_mean_tls(environ: dict[str, str], tls: bool) -> None:
+    chosen = settings.Settings.from_env({f"AGENTIHOOKS_SWARM_{k}": v for k, v in environ.items()})
+    assert topology.uses_tls(chosen) is tls
+    client = topology.sync_client(chosen)
+    assert isinstance(client, redis.Redis)
+    kwargs = client.connection_pool.connection_kwargs
+    assert ("ssl_check_hostname" in kwargs) is tls

@@ -7,8 +7,13 @@ Each mode is redis-py's own client for it, so failover (Sentinel), slot moves an
 * ``sentinel`` — ``Sentinel(REDIS_SENTINELS).master_for(REDIS_SENTINEL_MASTER)``: every new
   connection asks the Sentinels for the current primary. ``REDIS_URL`` is not used;
   ``REDIS_PASSWORD`` authenticates to the primary, ``REDIS_SENTINEL_PASSWORD`` to the Sentinels,
-  and ``REDIS_CA_FILE`` turns TLS on for both;
+  and ``REDIS_TLS`` (or ``REDIS_CA_FILE``) turns TLS on for both;
 * ``cluster`` — ``RedisCluster.from_url(REDIS_URL)`` with REDIS_URL naming any node.
+
+Over TLS the server's certificate must name the host connected to (``ssl_check_hostname``),
+said here rather than left to redis-py's default, which was off before redis-py 6: without it a
+``rediss://`` URL without a CA file would accept any publicly trusted certificate for any name.
+``REDIS_TLS_CHECK_HOSTNAME=false`` is the opt-out for a private CA without proper names.
 
 The synchronous client serves people (``connect()`` and the read commands); the asyncio client
 serves the operator. Both answer ``hget``/``hset``/``eval``/``pipeline`` the same way.
@@ -16,6 +21,7 @@ serves the operator. Both answer ``hget``/``hset``/``eval``/``pipeline`` the sam
 
 from __future__ import annotations
 
+import logging
 from typing import Any, TypeAlias
 
 import redis
@@ -30,6 +36,34 @@ from agentihooks_swarm import settings as settings_
 SyncClient: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"
 AsyncClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster"
 
+logger = logging.getLogger(__name__)
+
+
+def uses_tls(settings: settings_.Settings) -> bool:
+    """Whether the controller talks TLS to Redis: rediss:// (standalone, cluster), or in sentinel
+    mode REDIS_TLS or a CA file (no URL says rediss:// there)."""
+    if settings.redis_mode == "sentinel":
+        return settings.redis_tls or settings.redis_ca_file is not None
+    return settings.redis_url.lower().startswith("rediss://")
+
+
+def _tls(settings: settings_.Settings) -> dict[str, Any]:
+    """The TLS options of every connection, or none when TLS is off (a plain connection takes no
+    ssl_* argument)."""
+    if not uses_tls(settings):
+        return {}
+    options: dict[str, Any] = {"ssl_check_hostname": settings.redis_tls_check_hostname}
+    if settings.redis_ca_file is not None:
+        options["ssl_ca_certs"] = settings.redis_ca_file
+    if settings.redis_mode == "sentinel":
+        options["ssl"] = True  # No URL to say rediss:// in this mode.
+    if not settings.redis_tls_check_hostname:
+        logger.warning(
+            "Redis TLS: the server's host name is not checked (REDIS_TLS_CHECK_HOSTNAME=false): any "
+            "certificate the trusted CAs signed is accepted for any Redis host."
+        )
+    return options
+
 
 def _options(settings: settings_.Settings, *, cluster: bool = False) -> dict[str, Any]:
     options: dict[str, Any] = {
@@ -43,10 +77,7 @@ def _options(settings: settings_.Settings, *, cluster: bool = False) -> dict[str
         options["username"] = settings.redis_username
     if settings.redis_password is not None:
         options["password"] = settings.redis_password
-    if settings.redis_ca_file is not None:
-        options["ssl_ca_certs"] = settings.redis_ca_file
-        if settings.redis_mode == "sentinel":
-            options["ssl"] = True  # No URL to say rediss:// in this mode.
+    options.update(_tls(settings))
     return options
 
 
@@ -57,9 +88,7 @@ def _sentinel_options(settings: settings_.Settings) -> dict[str, Any]:
     }
     if settings.redis_sentinel_password is not None:
         options["password"] = settings.redis_sentinel_password
-    if settings.redis_ca_file is not None:
-        options["ssl"] = True
-        options["ssl_ca_certs"] = settings.redis_ca_file
+    options.update(_tls(settings))
     return options
 
 

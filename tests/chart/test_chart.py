@@ -96,11 +96,6 @@ def test_default_objects(chart: Chart) -> None:
         ("ServiceAccount", "rel-worker"),
         ("ValidatingAdmissionPolicy", "rel-ns-workers"),
         ("ValidatingAdmissionPolicyBinding", "rel-ns-workers"),
-        # The records reader (tests/chart/test_records.py).
-        ("ServiceAccount", "rel-records"),
-        ("Secret", "rel-records-redis"),
-        ("StatefulSet", "rel-records"),
-        ("Role", "rel-records-reader"),
     }
     cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "Namespace", "ValidatingAdmissionPolicy")
     namespaced = [o for o in rendered.objects if not o["kind"].startswith(cluster_scoped)]
@@ -167,8 +162,6 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_WORKER_SECRETS",
         "AGENTIHOOKS_SWARM_WORKER_DENIED_SECRETS",
         "AGENTIHOOKS_SWARM_WORKER_METADATA_PREFIXES",
-        "AGENTIHOOKS_SWARM_READER_PASSWORD",
-        "AGENTIHOOKS_SWARM_ALLOW_FORCE_FORGET",
     }
     fields = {settings.PREFIX + name.upper() for name in settings.Settings.model_fields}
     assert {name for name in env if name.startswith(settings.PREFIX)} <= fields
@@ -265,7 +258,9 @@ def test_pods_meet_pod_security_restricted(chart: Chart, component: str) -> None
 
 
 def _redis_args(statefulset: Object) -> dict[str, str]:
-    args: list[str] = pod_spec(statefulset)["containers"][0]["args"]
+    """The options after the config file that holds the password (test_redis_secret.py)."""
+    config, *args = pod_spec(statefulset)["containers"][0]["args"]
+    assert config == "/config/auth.conf"
     return dict(zip(args[::2], args[1::2], strict=True))
 
 
@@ -283,10 +278,13 @@ def test_bundled_redis(chart: Chart) -> None:
         "--save": "",
         "--maxmemory-policy": "noeviction",
         "--maxmemory": "200mb",
-        "--requirepass": "$(REDIS_PASSWORD)",
     }
-    assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
-    assert "volumes" not in redis  # The data volume is the claim below, not an emptyDir.
+    assert container["volumeMounts"] == [
+        {"name": "data", "mountPath": "/data"},
+        {"name": "config", "mountPath": "/config", "readOnly": True},
+    ]
+    # The data volume is the claim below, not an emptyDir.
+    assert [v["name"] for v in redis["volumes"]] == ["config"]
     assert statefulset["spec"]["replicas"] == 1
     assert statefulset["spec"]["serviceName"] == "rel-redis"
     assert statefulset["spec"]["persistentVolumeClaimRetentionPolicy"] == {
@@ -325,7 +323,8 @@ def test_bundled_redis_without_persistence_uses_an_empty_dir(chart: Chart) -> No
     statefulset = chart.render(values).one("StatefulSet", "rel-redis")
     assert "volumeClaimTemplates" not in statefulset["spec"]
     assert "persistentVolumeClaimRetentionPolicy" not in statefulset["spec"]
-    assert pod_spec(statefulset)["volumes"] == [{"name": "data", "emptyDir": {}}]
+    volumes = pod_spec(statefulset)["volumes"]
+    assert {"name": "data", "emptyDir": {}} in volumes and len(volumes) == 2  # And the config.
     assert "loses every record when its Pod is rescheduled" in chart.notes(values)
 
 
@@ -591,9 +590,7 @@ def test_plain_rbac_manifests_grant_what_the_chart_grants(helm: Any, tmp_path: A
         check=True,
     )
     rendered = [o for o in yaml.safe_load_all(done.stdout) if o]
-    # The records reader's Role is the readers', not the controller's (tests/chart/test_records.py).
-    controller = [o for o in rendered if o["metadata"]["labels"]["app.kubernetes.io/component"] != "records"]
-    chart_roles = set().union(*(rules(o) for o in controller if o["kind"] == "Role"))
+    chart_roles = set().union(*(rules(o) for o in rendered if o["kind"] == "Role"))
     chart_cluster = set().union(*(rules(o) for o in rendered if o["kind"] == "ClusterRole"))
     assert rules(plain[("Role", "agentihooks-swarm-controller")]) == chart_roles
     assert rules(plain[("ClusterRole", "agentihooks-swarm-controller")]) == chart_cluster

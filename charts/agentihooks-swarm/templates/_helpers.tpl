@@ -15,6 +15,40 @@ RELEASE-controller, which the read commands in NOTES.txt rely on.
 {{ .Release.Name }}-redis
 {{- end }}
 
+{{/* The Secret with the bundled Redis's password (key `password`): redis.existingSecret, or the chart's own. */}}
+{{- define "agentihooks-swarm.redisSecretName" -}}
+{{ .Values.redis.existingSecret | default (include "agentihooks-swarm.redisName" .) }}
+{{- end }}
+
+{{/*
+The bundled Redis's password when the chart makes its Secret: the installed release's (lookup, on
+helm install and upgrade), else a new one. Made once per render and kept in .Values, so the
+Secret and the checksums of the Redis and controller Pods agree. `helm template` has no cluster
+to look in: each run makes a new password (GitOps: redis.existingSecret, docs/security.md).
+*/}}
+{{- define "agentihooks-swarm.redisPassword" -}}
+{{- if not (hasKey .Values "generatedRedisPassword") -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "agentihooks-swarm.redisName" .) -}}
+{{- if and $existing $existing.data $existing.data.password -}}
+{{- $_ := set .Values "generatedRedisPassword" ($existing.data.password | b64dec) -}}
+{{- else -}}
+{{- $_ := set .Values "generatedRedisPassword" (randAlphaNum 32) -}}
+{{- end -}}
+{{- end -}}
+{{ .Values.generatedRedisPassword }}
+{{- end }}
+
+{{/*
+The checksum annotation of a Pod that reads the bundled Redis's password: a new password rolls
+it. With redis.existingSecret the chart never sees the password: a rotation there needs a
+rollout of both (docs/security.md).
+*/}}
+{{- define "agentihooks-swarm.redisPasswordChecksum" -}}
+{{- if and (eq .Values.redis.mode "bundled") (not .Values.redis.existingSecret) -}}
+checksum/redis-password: {{ include "agentihooks-swarm.redisPassword" . | sha256sum }}
+{{- end -}}
+{{- end }}
+
 {{- define "agentihooks-swarm.metricsName" -}}
 {{ .Release.Name }}-metrics
 {{- end }}
@@ -110,7 +144,7 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
 - name: AGENTIHOOKS_SWARM_REDIS_PASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ include "agentihooks-swarm.redisName" . }}
+      name: {{ include "agentihooks-swarm.redisSecretName" . }}
       key: password
 {{- else }}
 {{- $topology := $redis.external.topology | default "standalone" }}
@@ -149,6 +183,12 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
 - name: AGENTIHOOKS_SWARM_REDIS_CA_FILE
   value: {{ printf "%s/%s" (include "agentihooks-swarm.redisCaDir" .) $redis.external.tls.caSecret.key | quote }}
 {{- end }}
+{{- if $redis.external.tls.enabled }}
+- name: AGENTIHOOKS_SWARM_REDIS_TLS
+  value: "true"
+{{- end }}
+- name: AGENTIHOOKS_SWARM_REDIS_TLS_CHECK_HOSTNAME
+  value: {{ ne $redis.external.tls.checkHostname false | quote }}
 {{- end }}
 - name: AGENTIHOOKS_SWARM_REDIS_TIMEOUT_SECONDS
   value: {{ $redis.timeoutSeconds | quote }}
@@ -309,14 +349,13 @@ and the ValidatingAdmissionPolicy (worker-policy.yaml) are both rendered from th
 {{- define "agentihooks-swarm.workerDeniedSecrets" -}}
 {{- $names := list -}}
 {{- if eq .Values.redis.mode "bundled" -}}
-{{- $names = append $names (include "agentihooks-swarm.redisName" .) -}}
+{{- $names = append $names (include "agentihooks-swarm.redisSecretName" .) -}}
 {{- else -}}
 {{- $external := .Values.redis.external -}}
 {{- range (list $external.urlSecret $external.passwordSecret $external.sentinel.passwordSecret $external.tls.caSecret) -}}
 {{- if .name }}{{ $names = append $names .name }}{{ end -}}
 {{- end -}}
 {{- end -}}
-{{- if include "agentihooks-swarm.recordsOn" . }}{{ $names = append $names (include "agentihooks-swarm.recordsSecretName" .) }}{{ end -}}
 {{- range .Values.workers.deniedSecrets }}{{ $names = append $names . }}{{ end -}}
 {{ toJson (uniq $names) }}
 {{- end }}

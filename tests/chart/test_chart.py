@@ -96,6 +96,11 @@ def test_default_objects(chart: Chart) -> None:
         ("ServiceAccount", "rel-worker"),
         ("ValidatingAdmissionPolicy", "rel-ns-workers"),
         ("ValidatingAdmissionPolicyBinding", "rel-ns-workers"),
+        # The records reader (tests/chart/test_records.py).
+        ("ServiceAccount", "rel-records"),
+        ("Secret", "rel-records-redis"),
+        ("StatefulSet", "rel-records"),
+        ("Role", "rel-records-reader"),
     }
     cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "Namespace", "ValidatingAdmissionPolicy")
     namespaced = [o for o in rendered.objects if not o["kind"].startswith(cluster_scoped)]
@@ -162,6 +167,8 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_WORKER_SECRETS",
         "AGENTIHOOKS_SWARM_WORKER_DENIED_SECRETS",
         "AGENTIHOOKS_SWARM_WORKER_METADATA_PREFIXES",
+        "AGENTIHOOKS_SWARM_READER_PASSWORD",
+        "AGENTIHOOKS_SWARM_ALLOW_FORCE_FORGET",
     }
     fields = {settings.PREFIX + name.upper() for name in settings.Settings.model_fields}
     assert {name for name in env if name.startswith(settings.PREFIX)} <= fields
@@ -590,7 +597,9 @@ def test_plain_rbac_manifests_grant_what_the_chart_grants(helm: Any, tmp_path: A
         check=True,
     )
     rendered = [o for o in yaml.safe_load_all(done.stdout) if o]
-    chart_roles = set().union(*(rules(o) for o in rendered if o["kind"] == "Role"))
+    # The records reader's Role is the readers', not the controller's (tests/chart/test_records.py).
+    controller = [o for o in rendered if o["metadata"]["labels"]["app.kubernetes.io/component"] != "records"]
+    chart_roles = set().union(*(rules(o) for o in controller if o["kind"] == "Role"))
     chart_cluster = set().union(*(rules(o) for o in rendered if o["kind"] == "ClusterRole"))
     assert rules(plain[("Role", "agentihooks-swarm-controller")]) == chart_roles
     assert rules(plain[("ClusterRole", "agentihooks-swarm-controller")]) == chart_cluster

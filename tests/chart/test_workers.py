@@ -88,7 +88,7 @@ def test_the_worker_service_account_named_or_none(chart: Chart) -> None:
 
 def test_the_controller_runs_the_safe_defaults_with_the_charts_names(chart: Chart) -> None:
     assert _policy(chart) == worker_policy.WorkerPolicy(
-        service_account=f"{RELEASE}-worker", denied_secrets=(f"{RELEASE}-redis",)
+        service_account=f"{RELEASE}-worker", denied_secrets=(f"{RELEASE}-redis", f"{RELEASE}-records-redis")
     )
 
 
@@ -220,5 +220,6 @@ def test_the_only_roles_are_the_controllers(chart: Chart) -> None:
     assert {r["metadata"]["name"] for r in rendered.of("Role")} == {
         f"{RELEASE}-controller",
         f"{RELEASE}-controller-leader",
+        f"{RELEASE}-records-reader",  # People's, to exec into the records reader (test_records.py).
     }
     assert all(rules(role) for role in rendered.of("Role"))

@@ -356,6 +356,7 @@ and the ValidatingAdmissionPolicy (worker-policy.yaml) are both rendered from th
 {{- if .name }}{{ $names = append $names .name }}{{ end -}}
 {{- end -}}
 {{- end -}}
+{{- if include "agentihooks-swarm.recordsOn" . }}{{ $names = append $names (include "agentihooks-swarm.recordsSecretName" .) }}{{ end -}}
 {{- range .Values.workers.deniedSecrets }}{{ $names = append $names . }}{{ end -}}
 {{ toJson (uniq $names) }}
 {{- end }}

@@ -93,7 +93,10 @@ def page() -> str:
             "In their commands, `RELEASE` is the Helm release, `RELEASE_NAMESPACE` its namespace, "
             "`WORKER_NAMESPACE` the namespace of the Swarms and Executions (`RELEASE_NAMESPACE-workers` by "
             "default), `SLUG` the Swarm's name and `EXECUTION` the Execution's. The controller's leader is "
-            "the Pod the Lease `RELEASE-controller` names (its holder is `POD-PID`).",
+            "the Pod the Lease `RELEASE-controller` names (its holder is `POD-PID`). The `records` reads run "
+            "in the records reader's Pod, `RELEASE-records-0`, read-only and without a ServiceAccount token "
+            "([who can read the records](../security.md#who-can-read-the-records)); the controller's "
+            "container (`deployment/RELEASE-controller -c controller`) runs them too, with its credentials.",
             "",
             *markdown.table(["Alert", "Severity", "Summary", "Fires after"], rows),
             "",

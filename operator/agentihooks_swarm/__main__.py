@@ -28,7 +28,7 @@ import sys
 import urllib.parse
 from collections.abc import Sequence
 
-from agentihooks_swarm import errors, records as records_, settings as settings_, store as store_
+from agentihooks_swarm import errors, records as records_, settings as settings_, store as store_, text
 from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import api, clients, forgotten as forgotten_
 
@@ -72,7 +72,10 @@ def records(*, view: str, slug: str, execution: str, full: bool) -> int:
     if focus and not full:
         for part in focus.split("."):
             document = document.get(part, {}) if isinstance(document, dict) else {}
-    print(json.dumps(document, indent=2, ensure_ascii=False))
+    # Every view is redacted and printable: a record quotes what a worker printed, secrets and
+    # terminal escape sequences included (Redis keeps it so; a terminal need not obey it).
+    shown = settings_.Settings.from_env().redactor().redact_tree(document)
+    print(text.printable(json.dumps(shown, indent=2, ensure_ascii=False)))
     return 0
 
 
@@ -261,15 +264,19 @@ def top(*, slug: str) -> int:
     if not summaries:
         print(f"No refusals counted for swarm {slug!r} (none yet, or another swarm name).", file=sys.stderr)
         return 1
-    rows = [("COUNT", "FINGERPRINT", "CLASS", "LAST SEEN", "EXAMPLE", "TEXT")]
+    redactor = settings_.Settings.from_env().redactor()
+    rows: list[tuple[str, ...]] = [("COUNT", "FINGERPRINT", "CLASS", "LAST SEEN", "EXAMPLE", "TEXT")]
     rows += [
-        (
-            str(s.count),
-            s.fingerprint,
-            str(s.failure_class or "unknown"),
-            s.last_seen,
-            s.example.execution,
-            s.text,
+        tuple(
+            text.printable(cell, keep_newlines=False)
+            for cell in (
+                str(s.count),
+                s.fingerprint,
+                str(s.failure_class or "unknown"),
+                s.last_seen,
+                s.example.execution,
+                redactor.redact(s.text),
+            )
         )
         for s in summaries
     ]
@@ -388,6 +395,7 @@ def _run(argv: list[str]) -> int:
         verbose=args.verbose, debug=args.debug, quiet=args.quiet, log_format=args.log_format
     )
     settings, namespaces = _scope(args, settings_.Settings.from_env())
+    text.redact_logs(logging.getLogger(), settings.redactor())  # the log quotes workers' text too
     return asyncio.run(serve(settings=settings, namespaces=namespaces, probes=_probe_address(args.liveness)))
 
 

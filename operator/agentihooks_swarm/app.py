@@ -23,8 +23,9 @@ from agentihooks_swarm import (
     metrics as metrics_,
     settings as settings_,
     supervisor as supervisor_,
+    text,
 )
-from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.capture import diagnostics, redaction
 from agentihooks_swarm.controller import (
     executions as executions_,
     leadership,
@@ -166,14 +167,17 @@ def build(
 ) -> App:
     """An :class:`App` on the given clients and store."""
     index = event_index.EventIndex(namespaces=settings.served_namespaces, metrics=metrics)
+    redactor = settings.redactor()
     runtime = model.Runtime(
         cluster=cluster,
         recorder=store,
         metrics=metrics,
         startup_deadline_seconds=settings.startup_deadline_seconds,
-        startup=capture,
+        startup=redaction.redacting(capture, redactor=redactor) if settings.store_redacted else capture,
         events=index,
         worker_policy=worker_policy.WorkerPolicy.from_settings(settings),
+        redactors=text.Redactors(redactor),
+        store_redactor=redactor if settings.store_redacted else None,
     )
     leader = leadership.Leadership(
         leases=cluster.leases,
@@ -249,6 +253,7 @@ def _swarm_status(
         holds=leader.holds,
         interval=settings.cleanup_interval_seconds,
         instance=identity,
+        redactors=runtime.redactors,
     )
 
 

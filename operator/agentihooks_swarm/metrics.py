@@ -96,10 +96,11 @@ class Metrics:
         self.top_fingerprints = prometheus_client.Gauge(
             "agentihooks_swarm_refusal_fingerprint_count",
             "The count of each of a swarm's five most frequent refusal fingerprints (the dashboard's "
-            "table; no other fingerprint is exported, to bound the series).",
+            "table; no other fingerprint is exported, to bound the series). A fingerprint's text is in "
+            "the Swarm's status.refusals.top and `records top`, redacted, never in a label.",
             # swarm: the Swarm's name; rank: 1-5; fingerprint: 12 hex characters;
-            # class: records.FailureClass; text: the fingerprint's masked line, cut to 100 characters
-            ["swarm", "rank", "fingerprint", "class", "text"],
+            # class: records.FailureClass
+            ["swarm", "rank", "fingerprint", "class"],
             registry=self.registry,
         )
         self.event_index_synced = prometheus_client.Gauge(

@@ -150,8 +150,13 @@ class StartupCapture(_Record):
     #: a short hash of the class, the failing container, its exit code and reason, and its last
     #: log line with what varies masked. Additive.
     fingerprint: str | None = None
-    #: That masked line (or the masked reason the Pod waits on), for people. Additive.
+    #: That masked line (or the masked reason the Pod waits on), for people, its secrets redacted by
+    #: the built-in patterns (``text.py``). Additive.
     fingerprint_text: str | None = None
+    #: Present and true when the capture was redacted before it was stored (the setting
+    #: ``AGENTIHOOKS_SWARM_STORE_REDACTED``): its logs and messages are not all the worker printed.
+    #: Additive; absent, the capture holds the text as printed.
+    redacted: bool | None = None
 
 
 class StartupRecord(_Record):

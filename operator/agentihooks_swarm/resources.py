@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import pydantic
 
-from agentihooks_swarm import errors
+from agentihooks_swarm import errors, text
 
 GROUP: Final = "swarm.agentihooks.io"
 VERSION: Final = "v1alpha1"
@@ -71,10 +71,25 @@ class RefusalBudget(_Spec):
     same_fingerprint: bool = pydantic.Field(default=False, alias="sameFingerprint")
 
 
+class Redaction(_Spec):
+    """What else to redact from the Swarm's workers' text wherever the operator shows it: regular
+    expressions beside the built-in ones (``text.py``), checked here so that a bad one makes
+    the Swarm invalid with a message rather than an error at the first refusal."""
+
+    patterns: list[str] = pydantic.Field(default_factory=list)
+
+    @pydantic.field_validator("patterns")
+    @classmethod
+    def _compiles(cls, value: list[str]) -> list[str]:
+        text.Redactor.of(value, defaults=False)  # raises InvalidPattern, a ValueError
+        return value
+
+
 class SwarmSpec(_Spec):
     registration: Registration = pydantic.Field(default_factory=Registration)
     worker: WorkerTemplate
     refusal_budget: RefusalBudget | None = pydantic.Field(default=None, alias="refusalBudget")
+    redaction: Redaction = pydantic.Field(default_factory=Redaction)
 
 
 def template_digest(swarm: Mapping[str, Any]) -> str:

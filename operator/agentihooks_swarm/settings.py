@@ -12,7 +12,7 @@ from typing import Literal
 
 import pydantic
 
-from agentihooks_swarm import errors
+from agentihooks_swarm import errors, text
 
 PREFIX = "AGENTIHOOKS_SWARM_"
 
@@ -119,6 +119,20 @@ class Settings(pydantic.BaseModel):
     metrics_port: int = pydantic.Field(
         default=9090, ge=0, le=65535, description="Port of the Prometheus /metrics endpoint; 0 turns it off."
     )
+    metrics_tls_cert_file: str | None = pydantic.Field(
+        default=None,
+        description="Serve /metrics over TLS with this certificate (PEM, with METRICS_TLS_KEY_FILE); read "
+        "at start. Unset: plain HTTP.",
+    )
+    metrics_tls_key_file: str | None = pydantic.Field(
+        default=None, description="The private key (PEM) of METRICS_TLS_CERT_FILE."
+    )
+    metrics_authorize: bool = pydantic.Field(
+        default=False,
+        description="Check each scrape's bearer token with the API server: a TokenReview, then a "
+        "SubjectAccessReview that the user may get the non-resource URL /metrics (401 or 403 otherwise). "
+        "Needs METRICS_TLS_CERT_FILE, and RBAC to create tokenreviews and subjectaccessreviews.",
+    )
     archive_deadline_seconds: float = pydantic.Field(
         default=900.0,
         gt=0,
@@ -223,6 +237,33 @@ class Settings(pydantic.BaseModel):
         "key, so none under kubernetes.io, k8s.io or a sidecar injector's domain.",
     )
 
+    # What the operator shows of a worker's text outside Redis is redacted (docs/security.md,
+    # "Redaction"): the built-in patterns, these, and a Swarm's spec.redaction.patterns.
+    redact_patterns: str = pydantic.Field(
+        default="",
+        description="Regular expressions, one a line, whose matches are replaced by <redacted> in "
+        "everything the operator shows of a worker's text outside Redis (Events, the Swarm's status, its "
+        "log, `records` views), beside the built-in patterns for common secrets; a pattern's group named "
+        "`secret` replaces only that group. At most 32, each at most 512 characters, none repeating a "
+        "repeated group.",
+    )
+    store_redacted: bool = pydantic.Field(
+        default=False,
+        description="Also redact the captured text before it is stored in Redis (container logs, "
+        "termination and waiting messages, Event messages); the capture then says `redacted: true`. Off "
+        "by default: the stored log is what the worker printed.",
+    )
+
+    @pydantic.field_validator("redact_patterns")
+    @classmethod
+    def _patterns(cls, value: str) -> str:
+        text.Redactor.of(_lines(value))  # raises InvalidPattern, a ValueError: the setting is invalid
+        return value
+
+    def redactor(self) -> text.Redactor:
+        """The built-in patterns and ``redact_patterns``."""
+        return text.Redactor.of(_lines(self.redact_patterns))
+
     @pydantic.model_validator(mode="after")
     def _topology(self) -> Settings:
         if self.redis_mode == "sentinel" and not self.sentinel_addresses:
@@ -234,6 +275,13 @@ class Settings(pydantic.BaseModel):
             )
         if self.redis_mode != "sentinel" and self.redis_sentinels.strip():
             raise ValueError(f"{PREFIX}REDIS_SENTINELS is set but {PREFIX}REDIS_MODE is not sentinel")
+        if (self.metrics_tls_cert_file is None) != (self.metrics_tls_key_file is None):
+            raise ValueError(f"{PREFIX}METRICS_TLS_CERT_FILE and {PREFIX}METRICS_TLS_KEY_FILE go together")
+        if self.metrics_authorize and self.metrics_tls_cert_file is None:
+            # A bearer token sent in the clear could be replayed by anyone on the path.
+            raise ValueError(
+                f"{PREFIX}METRICS_AUTHORIZE needs {PREFIX}METRICS_TLS_CERT_FILE (tokens over TLS only)"
+            )
         return self
 
     @property
@@ -274,6 +322,10 @@ class Settings(pydantic.BaseModel):
                 for error in e.errors()
             )
             raise InvalidSettings(f"Invalid settings: {problems}") from e
+
+
+def _lines(value: str) -> list[str]:
+    return [line for line in value.splitlines() if line.strip()]
 
 
 class InvalidSettings(errors.SwarmError, ValueError):

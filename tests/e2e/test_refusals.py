@@ -89,7 +89,7 @@ async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_t
     assert first["example"] in config
     assert (second["count"], second["text"]) == (
         5,
-        "<time> worker startup refused: registry <ip>:<n> answered <n>",
+        "<time> worker startup refused: registry <id>:<id> answered <id>",
     )
     assert first["fingerprint"] != second["fingerprint"]
     for name in (config[0], registry[0]):  # Each capture carries its fingerprint.

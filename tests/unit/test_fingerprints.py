@@ -1,4 +1,4 @@
-"""Refusal fingerprints (kubernetes/fingerprints.py): the same failure in another Pod at another
+"""Refusal fingerprints (capture/fingerprints.py): the same failure in another Pod at another
 time has the same fingerprint; different failures have different ones."""
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ def test_masking_keeps_the_words_and_drops_what_varies() -> None:
     )
     masked = fingerprints.mask(line, names=["swarm-worker-e-42-1", "e-42"])
     assert masked == (
-        "<time> <name>: cannot reach <ip>:<n> after <n> tries (request <uuid>, digest "
-        "sha<n>:<hex>, at <time>)"
+        "<time> <name>: cannot reach <id>:<id> after <id> tries (request <id>, digest <id>:<id>, at <time>)"
     )
 
 
@@ -52,7 +51,7 @@ def test_a_capture_says_its_masked_last_line() -> None:
         capture("2026-12-01T17:02:03Z loading\n2026-12-01T17:02:04Z worker p-7 refused: no config 12"),
         names=["p-7"],
     )
-    assert text == "<time> worker <name> refused: no config <n>"
+    assert text == "<time> worker <name> refused: no config <id>"
     assert len(found) == fingerprints.LENGTH and int(found, 16) >= 0
 
 
@@ -63,7 +62,7 @@ def test_without_a_failing_container_the_summary_is_the_text() -> None:
     found, text = fingerprints.describe(
         waiting, summary='container worker waiting: ImagePullBackOff (Back-off pulling image "r.invalid/w:1")'
     )
-    assert text == 'container worker waiting: ImagePullBackOff (Back-off pulling image "r.invalid/w:<n>")'
+    assert text == 'container worker waiting: ImagePullBackOff (Back-off pulling image "r.invalid/w:<id>")'
     other, _ = fingerprints.describe(waiting, summary="container worker waiting: CreateContainerConfigError")
     assert found != other
 
@@ -134,6 +133,6 @@ def test_a_container_that_never_ran_is_told_by_what_it_waited_on() -> None:
     found, text = fingerprints.describe(unknown, summary=summary)
     assert (
         text
-        == 'container worker waiting: ErrImagePull (failed to pull "localhost/none:<n>": connection refused)'
+        == 'container worker waiting: ErrImagePull (failed to pull "localhost/none:<id>": connection refused)'
     )
     assert found == fingerprints.describe(unknown, summary=summary)[0]

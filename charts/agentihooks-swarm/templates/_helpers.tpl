@@ -240,6 +240,14 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ include "agentihooks-swarm.leaseName" . | quote }}
 - name: AGENTIHOOKS_SWARM_LEASE_DURATION_SECONDS
   value: {{ .Values.operator.leaseDurationSeconds | quote }}
+{{- with .Values.operator.redaction }}
+{{- if .patterns }}
+- name: AGENTIHOOKS_SWARM_REDACT_PATTERNS
+  value: {{ join "\n" .patterns | quote }}
+{{- end }}
+- name: AGENTIHOOKS_SWARM_STORE_REDACTED
+  value: {{ .storeRedacted | default false | quote }}
+{{- end }}
 {{- include "agentihooks-swarm.workerEnv" . }}
 {{- end }}
 

@@ -3,53 +3,31 @@
 When a Swarm's image, Secret or registry breaks, every worker is refused the same way, and each
 refusal is one record. The fingerprint groups them: a short hash of what the failure *is* — its
 failure class, the container that failed, its exit code and reason (or the reason it waits on) —
-and of its last words, the container's last log line with what varies from Pod to Pod masked
-(timestamps, UUIDs, hex ids, numbers, Pod names). ``fingerprint_text`` is that masked line (or, for
-a worker that never ran, the masked reason it waits on), for people.
+and of its last words, the container's last log line with secrets redacted and what varies from
+Pod to Pod masked (``text.py``: timestamps, Pod names, and every token that holds a digit: ids,
+short hex runs, numbers, addresses). ``fingerprint_text`` is that masked line (or, for a worker that
+never ran, the masked reason it waits on), for people.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable
 from typing import Final
 
-from agentihooks_swarm import records
+from agentihooks_swarm import records, text as text_
 
 #: Hex digits of the fingerprint: 2^48 values, no collision among the 100 a swarm keeps.
 LENGTH: Final = 12
 #: The longest fingerprint text kept (a line is cut, not hashed whole, beyond it).
 TEXT_MAX: Final = 300
 
-#: What varies between two Pods failing the same way, most specific first. Each is replaced by a
-#: placeholder, so that the masked text stays readable.
-_MASKS: Final = (
-    # RFC 3339 / ISO 8601 timestamps (the log read's own prefix, and any in the line).
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\b"), "<time>"),
-    (re.compile(r"\b\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\b"), "<time>"),
-    (re.compile(r"\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"), "<time>"),
-    (
-        re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
-        "<uuid>",
-    ),
-    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
-    # A run of hex digits with at least one letter and one digit (a digest, a container id).
-    (re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}\b"), "<hex>"),
-    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b"), "<ip>"),
-    (re.compile(r"\d+"), "<n>"),
-)
-_SPACES: Final = re.compile(r"\s+")
-
 
 def mask(text: str, *, names: Iterable[str] = ()) -> str:
-    """``text`` with what varies from Pod to Pod replaced: the given names (the Pod's, its
-    execution's), then timestamps, UUIDs, hex ids and numbers; whitespace runs made one space."""
-    for name in sorted({n for n in names if n}, key=len, reverse=True):
-        text = text.replace(name, "<name>")
-    for pattern, placeholder in _MASKS:
-        text = pattern.sub(placeholder, text)
-    return _SPACES.sub(" ", text).strip()[:TEXT_MAX]
+    """``text`` redacted by the default patterns (a secret that varies between Pods would split
+    the fingerprint, and the text is shown), then masked (:func:`text.mask`): the given names (the
+    Pod's, its execution's), timestamps, and every token that holds a digit; cut to ``TEXT_MAX``."""
+    return text_.mask(text_.DEFAULT.redact(text), names=names, limit=TEXT_MAX)
 
 
 def _failing(capture: records.StartupCapture) -> records.ContainerCapture | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentihooks_swarm import errors, metrics, records
-from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.capture import diagnostics, redaction
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import cleanup, events, finals, model
 from agentihooks_swarm.lifecycle.model import Phase, Progress
@@ -156,6 +156,8 @@ async def _become_final(
         if late is not None:
             state, reason = records.FinalState.FAILED, UNSCHEDULABLE
             evidence = await diagnostics.evidence(pod, runtime.cluster.pods)
+            if runtime.store_redactor is not None:  # AGENTIHOOKS_SWARM_STORE_REDACTED
+                evidence = redaction.capture(evidence, redactor=runtime.store_redactor)
     if state is None:
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         return Progress(

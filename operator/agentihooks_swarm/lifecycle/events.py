@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from agentihooks_swarm import errors
+from agentihooks_swarm import errors, text
 from agentihooks_swarm.kubernetes import posting
 
 logger = logging.getLogger(__name__)
@@ -41,16 +41,22 @@ class Collected:
 
 
 async def post(
-    *, client: posting.EventClient, involved: Mapping[str, Any], notes: Collected, instance: str
+    *,
+    client: posting.EventClient,
+    involved: Mapping[str, Any],
+    notes: Collected,
+    instance: str,
+    redactor: text.Redactor = text.DEFAULT,
 ) -> None:
-    """Post each note as an Event about ``involved`` (an object reference with its UID)."""
+    """Post each note as an Event about ``involved`` (an object reference with its UID), its
+    message redacted: an Event quotes a worker's text, and anyone who may list Events reads it."""
     for type_, reason, message in notes.items:
         try:
             await client.post(
                 involved=involved,
                 type_=type_,
                 reason=reason,
-                message=message,
+                message=text.printable(redactor.redact(message)),
                 component=COMPONENT,
                 instance=instance,
             )

@@ -181,6 +181,9 @@ class Gates:
             work.answer(status_.swarm_invalid(f"{e}; fix the Swarm"))
             work.retry_after = work_.SWARM_INVALID_RETRY
             return None
+        self.runtime.redactors.learn(
+            namespace=tracked.namespace, slug=tracked.swarm, patterns=swarm.redaction.patterns
+        )
         return swarm, status_.swarm_stamp(found), found
 
     def _allowed(

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agentihooks_swarm import errors, metrics as metrics_, records
+from agentihooks_swarm import errors, metrics as metrics_, records, text
 from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import clients, event_index, labels
 from agentihooks_swarm.lifecycle import worker_policy as worker_policy_
@@ -96,6 +96,12 @@ class Runtime:
     worker_policy: worker_policy_.WorkerPolicy = dataclasses.field(
         default_factory=worker_policy_.WorkerPolicy
     )
+    #: What the Events of each Swarm's Executions are redacted with (``text.py``).
+    redactors: text.Redactors = dataclasses.field(default_factory=text.Redactors)
+    #: What a capture is redacted with before it is stored (``AGENTIHOOKS_SWARM_STORE_REDACTED``;
+    #: None: stored as printed). ``startup`` is wrapped with it too; this covers the evidence of a
+    #: worker never scheduled, which is no startup capture.
+    store_redactor: text.Redactor | None = None
 
     @property
     def reader(self) -> diagnostics.Reader:

@@ -336,6 +336,7 @@ class Lifecycle:
             involved=tracked.reference(),
             notes=work.notes,
             instance=self.instance,
+            redactor=self.runtime.redactors.of(namespace=tracked.namespace, slug=tracked.swarm),
         )
         return after
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from agentihooks_swarm import errors, metrics as metrics_, records, resources
+from agentihooks_swarm import errors, metrics as metrics_, records, resources, text
 from agentihooks_swarm.kubernetes import clients
 from agentihooks_swarm.lifecycle import budget, events, status as status_
 from agentihooks_swarm.storage import operations
@@ -33,8 +33,11 @@ HOUR: Final = 3600
 PAGE: Final = 200
 
 
-def refusals(*, last_hour: int, top: list[records.FingerprintSummary]) -> dict[str, Any]:
-    """``status.refusals``: the count in the last hour and the most frequent fingerprints."""
+def refusals(
+    *, last_hour: int, top: list[records.FingerprintSummary], redactor: text.Redactor = text.DEFAULT
+) -> dict[str, Any]:
+    """``status.refusals``: the count in the last hour and the most frequent fingerprints, their
+    text redacted (anyone who may read the Swarm reads it)."""
     return {
         "lastHour": last_hour,
         "top": [
@@ -42,7 +45,7 @@ def refusals(*, last_hour: int, top: list[records.FingerprintSummary]) -> dict[s
                 "fingerprint": summary.fingerprint,
                 "count": summary.count,
                 "class": str(summary.failure_class or records.FailureClass.UNKNOWN),
-                "text": summary.text,
+                "text": text.printable(redactor.redact(summary.text), keep_newlines=False),
                 "lastSeen": summary.last_seen,
                 "example": summary.example.execution,
             }
@@ -51,7 +54,10 @@ def refusals(*, last_hour: int, top: list[records.FingerprintSummary]) -> dict[s
     }
 
 
-def degraded(state: records.BudgetState | None) -> status_.Condition:
+def degraded(
+    state: records.BudgetState | None, *, redactor: text.Redactor = text.DEFAULT
+) -> status_.Condition:
+    """The ``Degraded`` condition; its message quotes the fingerprint's text, redacted."""
     if state is None:
         return status_.condition(
             type_="Degraded", status=False, reason="WithinBudget", message="New Executions launch."
@@ -60,8 +66,9 @@ def degraded(state: records.BudgetState | None) -> status_.Condition:
         type_="Degraded",
         status=True,
         reason="RefusalBudgetExceeded",
-        message=f"{status_.budget_message(state)}. New Executions wait (phase Blocked) until the worker "
-        f"template changes or the annotation {status_.RESET_BUDGET_ANNOTATION} gets a new value.",
+        message=f"{redactor.redact(status_.budget_message(state))}. New Executions wait (phase Blocked) "
+        f"until the worker template changes or the annotation {status_.RESET_BUDGET_ANNOTATION} gets a "
+        "new value.",
     )
 
 
@@ -76,6 +83,8 @@ class SwarmStatus:
     interval: float
     #: This replica, as its Events name it.
     instance: str
+    #: What each Swarm's status and Events are redacted with; it learns each Swarm's patterns.
+    redactors: text.Redactors = dataclasses.field(default_factory=text.Redactors)
 
     async def run(self) -> None:
         """Refresh every Swarm's status every ``interval`` seconds while leading (a supervised task)."""
@@ -102,6 +111,7 @@ class SwarmStatus:
             spec = resources.parse_swarm(name=slug, spec=swarm.get("spec"))
         except errors.InvalidResource:
             return  # Its launches say what is wrong with it.
+        redactor = self.redactors.learn(namespace=namespace, slug=slug, patterns=spec.redaction.patterns)
         owner = await self.store.slugs.claim(slug=slug, namespace=namespace)
         if owner != namespace:
             await self._not_ours(swarm, owner=owner)
@@ -116,11 +126,11 @@ class SwarmStatus:
         found = swarm.get("status")
         current: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         patch: dict[str, Any] = {}
-        status_.put(patch, current, "refusals", refusals(last_hour=last_hour, top=top))
+        status_.put(patch, current, "refusals", refusals(last_hour=last_hour, top=top, redactor=redactor))
         if spec.refusal_budget is not None or any(
             isinstance(c, Mapping) and c.get("type") == "Degraded" for c in current.get("conditions") or []
         ):
-            status_.set_condition(patch, current.get("conditions"), degraded(state))
+            status_.set_condition(patch, current.get("conditions"), degraded(state, redactor=redactor))
         if _has_condition(current, "Invalid"):
             status_.set_condition(patch, current.get("conditions"), slug_ours())
         if not patch:
@@ -129,7 +139,7 @@ class SwarmStatus:
         if state is not None and "conditions" in patch and not _was_degraded(current):
             notes = events.Collected()
             notes.warning(reason="RefusalBudgetExceeded", message=status_.budget_message(state) + ".")
-            await self._post(swarm, notes)
+            await self._post(swarm, notes, redactor=redactor)
 
     async def _not_ours(self, swarm: Mapping[str, Any], *, owner: str) -> None:
         """A Swarm whose slug another namespace owns: it is told so, and shown nothing of theirs."""
@@ -159,7 +169,9 @@ class SwarmStatus:
             status=patch,
         )
 
-    async def _post(self, swarm: Mapping[str, Any], notes: events.Collected) -> None:
+    async def _post(
+        self, swarm: Mapping[str, Any], notes: events.Collected, *, redactor: text.Redactor | None = None
+    ) -> None:
         metadata = swarm.get("metadata") or {}
         involved = {
             "apiVersion": f"{resources.GROUP}/{resources.VERSION}",
@@ -168,7 +180,13 @@ class SwarmStatus:
             "namespace": str(metadata.get("namespace") or ""),
             "uid": str(metadata.get("uid")),
         }
-        await events.post(client=self.cluster.events, involved=involved, notes=notes, instance=self.instance)
+        await events.post(
+            client=self.cluster.events,
+            involved=involved,
+            notes=notes,
+            instance=self.instance,
+            redactor=redactor or self.redactors.base,
+        )
 
     async def _budget(
         self, *, slug: str, spec: resources.SwarmSpec, swarm: Mapping[str, Any]
@@ -189,14 +207,13 @@ class SwarmStatus:
         gauge = self.metrics.top_fingerprints
         held = [sample.labels for metric in gauge.collect() for sample in metric.samples]
         for labels in [held_labels for held_labels in held if held_labels.get("swarm") == slug]:
-            gauge.remove(*(labels[name] for name in ("swarm", "rank", "fingerprint", "class", "text")))
+            gauge.remove(*(labels[name] for name in ("swarm", "rank", "fingerprint", "class")))
         for rank, summary in enumerate(top[:TOP], start=1):
             gauge.labels(
                 swarm=slug,
                 rank=str(rank),
                 fingerprint=summary.fingerprint,
                 **{"class": str(summary.failure_class or records.FailureClass.UNKNOWN)},
-                text=summary.text[:100],
             ).set(summary.count)
 
 

@@ -128,6 +128,21 @@ def test_external_redis_gives_the_reader_the_address_but_never_the_url_secret(ch
     env = env_of(spec)
     assert env["AGENTIHOOKS_SWARM_REDIS_URL"]["value"] == "rediss://redis.example:6380/0"
     assert env["AGENTIHOOKS_SWARM_REDIS_CA_FILE"]["value"].endswith("/ca.pem")
+    assert env["AGENTIHOOKS_SWARM_REDIS_TLS_CHECK_HOSTNAME"]["value"] == "true"  # As the controller's.
+    sentinel = {
+        "mode": "external",
+        "external": {
+            "topology": "sentinel",
+            "sentinel": {"addresses": ["s1:26379"]},
+            "tls": {"enabled": True, "checkHostname": False},
+        },
+    }
+    sentinel_env = env_of(reader_pod(chart.render({"redis": sentinel})))
+    assert sentinel_env["AGENTIHOOKS_SWARM_REDIS_MODE"]["value"] == "sentinel"
+    assert sentinel_env["AGENTIHOOKS_SWARM_REDIS_SENTINELS"]["value"] == "s1:26379"
+    assert sentinel_env["AGENTIHOOKS_SWARM_REDIS_TLS"]["value"] == "true"
+    assert sentinel_env["AGENTIHOOKS_SWARM_REDIS_TLS_CHECK_HOSTNAME"]["value"] == "false"
+    assert "AGENTIHOOKS_SWARM_REDIS_URL" not in sentinel_env
     assert "redis-conn" not in str(spec)
     assert {v["name"] for v in spec["volumes"]} == {"tmp", "redis-ca"}
 

@@ -79,6 +79,12 @@ user and password, and none of the controller's credentials.
 - name: AGENTIHOOKS_SWARM_REDIS_CA_FILE
   value: {{ printf "%s/%s" (include "agentihooks-swarm.redisCaDir" .) $redis.external.tls.caSecret.key | quote }}
 {{- end }}
+{{- if $redis.external.tls.enabled }}
+- name: AGENTIHOOKS_SWARM_REDIS_TLS
+  value: "true"
+{{- end }}
+- name: AGENTIHOOKS_SWARM_REDIS_TLS_CHECK_HOSTNAME
+  value: {{ ne $redis.external.tls.checkHostname false | quote }}
 {{- end }}
 - name: AGENTIHOOKS_SWARM_REDIS_USERNAME
   valueFrom:

@@ -169,6 +169,7 @@ def test_controller_environment_is_the_operator_settings(chart: Chart) -> None:
         "AGENTIHOOKS_SWARM_WORKER_METADATA_PREFIXES",
         "AGENTIHOOKS_SWARM_READER_PASSWORD",
         "AGENTIHOOKS_SWARM_ALLOW_FORCE_FORGET",
+        "AGENTIHOOKS_SWARM_STORE_REDACTED",
     }
     fields = {settings.PREFIX + name.upper() for name in settings.Settings.model_fields}
     assert {name for name in env if name.startswith(settings.PREFIX)} <= fields

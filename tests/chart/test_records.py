@@ -151,3 +151,13 @@ def test_records_disabled_renders_no_reader(chart: Chart) -> None:
     rendered = chart.render({"records": {"enabled": False}})
     assert not [o for o in rendered.objects if "records" in o["metadata"]["name"]]
     assert rendered.env()["AGENTIHOOKS_SWARM_ALLOW_FORCE_FORGET"]["value"] == "false"
+
+
+def test_notes_show_the_reader_first(chart: Chart) -> None:
+    notes = chart.notes()
+    reader = f"kubectl exec -n {NAMESPACE} {POD} -- python -m agentihooks_swarm records VIEW SLUG EXECUTION"
+    controller = f"kubectl exec -n {NAMESPACE} deployment/{RELEASE}-controller -c controller -- python -c"
+    assert reader in notes and controller in notes
+    assert notes.index(reader) < notes.index(controller)
+    assert f"{RELEASE}-records-reader" in notes
+    assert POD not in chart.notes({"records": {"enabled": False}})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agentihooks_swarm import settings
-from tests.chart.conftest import Chart, RenderError
+from tests.chart.conftest import RELEASE, Chart, RenderError
 
 
 def test_patterns_and_store_redacted_reach_the_controller(chart: Chart) -> None:
@@ -18,6 +18,15 @@ def test_patterns_and_store_redacted_reach_the_controller(chart: Chart) -> None:
     assert read.redactor().redact("a internal-token-abcdefghij0123456789 and session=s3cr3t") == (
         "a <redacted> and session=<redacted>"
     )
+
+
+def test_the_records_reader_redacts_with_the_same_patterns(chart: Chart) -> None:
+    patterns = [r"internal-token-[a-z0-9]{20}", r"acct_[0-9]{12}"]
+    rendered = chart.render({"operator": {"redaction": {"patterns": patterns}}})
+    spec = rendered.one("StatefulSet", f"{RELEASE}-records")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env[settings.PREFIX + "REDACT_PATTERNS"]["value"] == "\n".join(patterns)
 
 
 def test_by_default_no_extra_pattern_and_the_log_is_stored_as_printed(chart: Chart) -> None:

@@ -100,4 +100,9 @@ user and password, and none of the controller's credentials.
   value: {{ $redis.timeoutSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_KEY_PREFIX
   value: {{ $redis.keyPrefix | quote }}
+{{- /* The `records` views redact with the controller's patterns too (docs/security.md, "Redaction"). */}}
+{{- with .Values.operator.redaction.patterns }}
+- name: AGENTIHOOKS_SWARM_REDACT_PATTERNS
+  value: {{ join "\n" . | quote }}
+{{- end }}
 {{- end }}

@@ -4,6 +4,7 @@ lines that differ only in ids share one fingerprint."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -72,6 +73,10 @@ def test_a_generated_secret_is_never_shown(shape: str, data: st.DataObject, befo
     # A capture stored redacted (the setting): logs and termination messages.
     stored = redaction.capture(capture, redactor=text.DEFAULT)
     assert hidden not in records.dump(stored) and stored.redacted is True
+    # A `records` view prints the stored document this way (every string redacted, printable).
+    document = json.loads(records.dump(capture))
+    assert hidden in str(document["containers"][0]["log"])
+    assert hidden not in text.printable(json.dumps(text.DEFAULT.redact_tree(document), ensure_ascii=False))
 
 
 def test_the_fingerprint_metric_has_no_text_label() -> None:

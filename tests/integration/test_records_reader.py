@@ -4,6 +4,8 @@ no key outside the operator's prefix."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -12,9 +14,13 @@ import pytest
 import redis
 import redis.exceptions
 
-from agentihooks_swarm import records, settings, store as store_
+from agentihooks_swarm import metrics, records, settings, store as store_
+from agentihooks_swarm.kubernetes import clients, secrets
 from agentihooks_swarm.storage import acl, operations
+from agentihooks_swarm.swarm import credentials, worker_secret
 from tests.support import commands
+from tests.support.cluster import ControlPlane
+from tests.support.fixtures_cluster import api_client
 
 pytestmark = pytest.mark.integration
 
@@ -136,3 +142,47 @@ async def test_the_reader_writes_nothing_and_runs_no_server_command(
     described = await store.redis.execute_command("ACL", "GETUSER", username)
     assert isinstance(described, dict) and described["passwords"] == [acl.digest(PASSWORD)]
     reader.redis.close()
+
+
+async def reader_exists(store: operations.AsyncStore) -> bool:
+    return acl.reader_username(prefix=store.prefix) in await store.redis.execute_command("ACL", "USERS")
+
+
+async def test_a_replica_makes_the_reader_user_as_soon_as_it_leads(
+    control_plane: ControlPlane, namespace: str, swarm_crds: list[str], store: operations.AsyncStore
+) -> None:
+    """Not an interval (five minutes by default) after: the reader has no user until then."""
+    leading = asyncio.Event()
+    async with api_client(kubeconfig=control_plane.kubeconfig) as api:
+        cluster = clients.build(api=api, timeout=3.0)
+        made = credentials.WorkerCredentials(
+            secrets=secrets.SecretClient(transport=cluster.transport),
+            swarms=cluster.swarms,
+            events=cluster.events,
+            users=acl.WorkerUsers(connection=store),
+            metrics=metrics.Metrics(),
+            content=worker_secret.Content(
+                address=worker_secret.Address(url="redis://r:6379/0"), prefix=store.prefix
+            ),
+            slugs=store.slugs,
+            namespaces=(namespace,),
+            holds=leading.is_set,
+            interval=300.0,
+            rotation_seconds=86_400.0,
+            instance="reader-test",
+            reader_digests=(acl.digest(PASSWORD),),
+        )
+        task = asyncio.create_task(made.run())
+        try:
+            await asyncio.sleep(1.5)
+            assert not await reader_exists(store)  # A follower makes no user.
+            leading.set()
+            for _ in range(50):
+                if await reader_exists(store):
+                    break
+                await asyncio.sleep(0.1)
+            assert await reader_exists(store)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

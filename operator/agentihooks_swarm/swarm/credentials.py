@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 #: Swarms listed per request.
 PAGE: Final = 200
+#: How often a replica that does not lead asks whether it leads now.
+FOLLOWER_SECONDS: Final = 1.0
 
 
 class Slugs(Protocol):
@@ -111,12 +113,18 @@ class WorkerCredentials:
         self._woken.set()
 
     async def run(self) -> None:
-        """A pass at once, then every ``interval`` seconds or on :meth:`wake`, while leading."""
+        """A pass at once, then every ``interval`` seconds or on :meth:`wake`, while leading.
+
+        A replica that does not lead looks again every ``FOLLOWER_SECONDS``: once it leads, its
+        first pass comes then, not an interval later (the records reader has no user until it).
+        """
         while True:
-            if self.holds():
+            leading = self.holds()
+            if leading:
                 await self.refresh_all()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), timeout=self.interval)
+                wait = self.interval if leading else min(self.interval, FOLLOWER_SECONDS)
+                await asyncio.wait_for(self._woken.wait(), timeout=wait)
             self._woken.clear()
 
     async def refresh_all(self) -> None:

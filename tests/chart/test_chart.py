@@ -101,6 +101,10 @@ def test_default_objects(chart: Chart) -> None:
         ("Secret", "rel-records-redis"),
         ("StatefulSet", "rel-records"),
         ("Role", "rel-records-reader"),
+        # tests/chart/test_network_policies.py.
+        ("NetworkPolicy", "rel-redis"),
+        ("NetworkPolicy", "rel-controller"),
+        ("NetworkPolicy", "rel-workers"),
     }
     cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "Namespace", "ValidatingAdmissionPolicy")
     namespaced = [o for o in rendered.objects if not o["kind"].startswith(cluster_scoped)]
@@ -111,6 +115,7 @@ def test_default_objects(chart: Chart) -> None:
         ("Role", "rel-controller"),
         ("RoleBinding", "rel-controller"),
         ("ServiceAccount", "rel-worker"),
+        ("NetworkPolicy", "rel-workers"),
     }
     assert {o["metadata"]["namespace"] for o in namespaced} == {NAMESPACE, WORKERS}
 

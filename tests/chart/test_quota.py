@@ -43,7 +43,8 @@ def test_the_quota_reaches_the_controller_as_a_whole_number_of_bytes(chart: Char
 def test_the_bundled_redis_has_room_for_its_aof_rewrite_and_a_swarm_cannot_fill_it(chart: Chart) -> None:
     statefulset = chart.render().one("StatefulSet", "rel-redis")
     container = statefulset["spec"]["template"]["spec"]["containers"][0]
-    args: list[str] = container["args"]
+    config, *args = container["args"]  # The config file with the password, then the options.
+    assert config == "/config/auth.conf"
     flags = dict(zip(args[::2], args[1::2], strict=True))
     assert flags["--appendonly"] == "yes"
     maxmemory = redis_bytes(flags["--maxmemory"])

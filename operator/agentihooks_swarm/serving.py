@@ -16,8 +16,9 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from agentihooks_swarm import app as app_, health, settings as settings_
+from agentihooks_swarm import app as app_, health, secure_metrics, settings as settings_
 from agentihooks_swarm.capture import diagnostics
+from agentihooks_swarm.kubernetes import reviews
 
 logger = logging.getLogger("agentihooks_swarm")
 
@@ -51,7 +52,23 @@ async def running(
     """
     async with app_.open_app(settings=settings, capture=capture) as app, contextlib.AsyncExitStack() as stack:
         app.supervisor.on_give_up = on_give_up
-        if settings.metrics_port:
+        if settings.metrics_port and settings.metrics_tls_cert_file and settings.metrics_tls_key_file:
+            reviewer = (
+                reviews.Reviewer(transport=app.cluster.transport) if settings.metrics_authorize else None
+            )
+            context = secure_metrics.tls_context(
+                cert_file=settings.metrics_tls_cert_file, key_file=settings.metrics_tls_key_file
+            )
+            await stack.enter_async_context(
+                secure_metrics.serving(
+                    host="0.0.0.0",  # Scraped from other Pods; NetworkPolicies narrow who.
+                    port=settings.metrics_port,
+                    render=app.metrics.render,
+                    context=context,
+                    reviewer=reviewer,
+                )
+            )
+        elif settings.metrics_port:
             app.metrics.serve(port=settings.metrics_port)
         if probes is not None:
             host, port = probes

@@ -119,6 +119,20 @@ class Settings(pydantic.BaseModel):
     metrics_port: int = pydantic.Field(
         default=9090, ge=0, le=65535, description="Port of the Prometheus /metrics endpoint; 0 turns it off."
     )
+    metrics_tls_cert_file: str | None = pydantic.Field(
+        default=None,
+        description="Serve /metrics over TLS with this certificate (PEM, with METRICS_TLS_KEY_FILE); read "
+        "at start. Unset: plain HTTP.",
+    )
+    metrics_tls_key_file: str | None = pydantic.Field(
+        default=None, description="The private key (PEM) of METRICS_TLS_CERT_FILE."
+    )
+    metrics_authorize: bool = pydantic.Field(
+        default=False,
+        description="Check each scrape's bearer token with the API server: a TokenReview, then a "
+        "SubjectAccessReview that the user may get the non-resource URL /metrics (401 or 403 otherwise). "
+        "Needs METRICS_TLS_CERT_FILE, and RBAC to create tokenreviews and subjectaccessreviews.",
+    )
     archive_deadline_seconds: float = pydantic.Field(
         default=900.0,
         gt=0,
@@ -261,6 +275,13 @@ class Settings(pydantic.BaseModel):
             )
         if self.redis_mode != "sentinel" and self.redis_sentinels.strip():
             raise ValueError(f"{PREFIX}REDIS_SENTINELS is set but {PREFIX}REDIS_MODE is not sentinel")
+        if (self.metrics_tls_cert_file is None) != (self.metrics_tls_key_file is None):
+            raise ValueError(f"{PREFIX}METRICS_TLS_CERT_FILE and {PREFIX}METRICS_TLS_KEY_FILE go together")
+        if self.metrics_authorize and self.metrics_tls_cert_file is None:
+            # A bearer token sent in the clear could be replayed by anyone on the path.
+            raise ValueError(
+                f"{PREFIX}METRICS_AUTHORIZE needs {PREFIX}METRICS_TLS_CERT_FILE (tokens over TLS only)"
+            )
         return self
 
     @property

@@ -22,7 +22,19 @@ PLAN: tuple[frozenset[str], ...] = (
     frozenset({"capture", "storage"}),
     frozenset({"kubernetes"}),
     frozenset({"supervisor"}),
-    frozenset({"metrics", "settings", "resources", "records", "errors", "health", "kopf_adapter", "text"}),
+    frozenset(
+        {
+            "metrics",
+            "settings",
+            "resources",
+            "records",
+            "errors",
+            "health",
+            "secure_metrics",
+            "kopf_adapter",
+            "text",
+        }
+    ),
 )
 #: The ground floor's modules may use one another (no cycle among them, checked below).
 GROUND = PLAN[-1]

@@ -224,6 +224,17 @@ The controller's AGENTIHOOKS_SWARM_* environment (operator/agentihooks_swarm/set
   value: {{ .Values.operator.apiTimeoutSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_METRICS_PORT
   value: {{ .Values.metrics.port | quote }}
+{{- if .Values.metrics.secure.tlsSecret }}
+- name: AGENTIHOOKS_SWARM_METRICS_TLS_CERT_FILE
+  value: /etc/agentihooks-swarm/metrics-tls/tls.crt
+- name: AGENTIHOOKS_SWARM_METRICS_TLS_KEY_FILE
+  value: /etc/agentihooks-swarm/metrics-tls/tls.key
+{{- end }}
+{{- if .Values.metrics.secure.authorize }}
+{{- if not .Values.metrics.secure.tlsSecret }}{{ fail "metrics.secure.authorize needs metrics.secure.tlsSecret (tokens over TLS only)" }}{{ end }}
+- name: AGENTIHOOKS_SWARM_METRICS_AUTHORIZE
+  value: "true"
+{{- end }}
 - name: AGENTIHOOKS_SWARM_ARCHIVE_DEADLINE_SECONDS
   value: {{ .Values.operator.archiveDeadlineSeconds | quote }}
 - name: AGENTIHOOKS_SWARM_STARTUP_DEADLINE_SECONDS

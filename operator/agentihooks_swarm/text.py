@@ -52,8 +52,10 @@ DEFAULT_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     ),
     (
         "password, token, secret or key pair",
-        r"(?i)(?:pass(?:word|wd|phrase)|pwd|token|secret|api[_-]?key|access[_-]?key|private[_-]?key|"
-        r"credentials?|authorization)[A-Za-z0-9_.-]{0,30}[\"']?\s{0,3}[=:]\s{0,3}[\"']?"
+        # The key ends with the word (``db_password``, ``client_secret``, ``AWS_SECRET_ACCESS_KEY``),
+        # so that ``secretKeyRef.name: "x"`` or ``passwordFile=/path`` name no secret.
+        r"(?i)(?:pass(?:word|wd|phrase)|pwd|token|secret|(?:api|access|secret|private|signing)[_-]?key|"
+        r"credentials?|authorization)[\"']?\s{0,3}[=:]\s{0,3}[\"']?"
         # Not a value redacted already, nor an Authorization header's scheme (its own pattern's).
         r"(?P<secret>(?!<redacted>)(?!(?i:bearer|basic|digest|negotiate)\s)[^\s\"'&,;]+)",
     ),

@@ -91,7 +91,8 @@ def test_twelve_pods_failing_alike_share_one_fingerprint(data: st.DataObject, sh
     for pod in range(12):
         line = secrets.fill(shape, data)
         capture = refused(f"2026-12-0{pod % 9 + 1}T10:00:0{pod % 10}Z {line}\n")
-        found.add(fingerprints.describe(capture, names=[f"swarm-worker-e{pod}-1", f"e{pod}"]))
+        # Names no generated id can be (``run`` is no hex, and no id has two hyphens like these).
+        found.add(fingerprints.describe(capture, names=[f"swarm-worker-run-{pod}-1", f"run-{pod}"]))
     assert len(found) == 1, found
 
 
@@ -107,6 +108,25 @@ def test_different_words_still_tell_causes_apart() -> None:
     one = fingerprints.describe(refused("cannot reach redis at 10.0.0.7"))
     other = fingerprints.describe(refused("cannot reach postgres at 10.0.0.7"))
     assert one[0] != other[0]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'spec.worker.env[0].valueFrom.secretKeyRef.name: "swarm-worker-redis-x" is not allowed',
+        "tokens: 5 remaining",
+        "passwordFile=/etc/agentihooks/password",
+        'Error: secret "db" not found',
+        "basic authentication required",
+    ],
+)
+def test_the_operators_own_words_are_not_taken_for_secrets(message: str) -> None:
+    assert text.DEFAULT.redact(message) == message
+
+
+def test_a_key_that_ends_with_the_word_is_a_secret_pair() -> None:
+    shown = text.DEFAULT.redact('AWS_SECRET_ACCESS_KEY=abc/def+1 client_secret: s3 {"db_password": "x1"}')
+    assert shown == 'AWS_SECRET_ACCESS_KEY=<redacted> client_secret: <redacted> {"db_password": "<redacted>"}'
 
 
 def test_a_secret_group_keeps_the_rest_of_the_match() -> None:

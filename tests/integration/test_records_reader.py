@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from agentihooks_swarm.swarm import credentials, worker_secret
 from tests.support import commands
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
+from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -148,12 +150,20 @@ async def reader_exists(store: operations.AsyncStore) -> bool:
     return acl.reader_username(prefix=store.prefix) in await store.redis.execute_command("ACL", "USERS")
 
 
-async def test_a_replica_makes_the_reader_user_as_soon_as_it_leads(
-    control_plane: ControlPlane, namespace: str, swarm_crds: list[str], store: operations.AsyncStore
-) -> None:
-    """Not an interval (five minutes by default) after: the reader has no user until then."""
-    leading = asyncio.Event()
-    async with api_client(kubeconfig=control_plane.kubeconfig) as api:
+async def until_reader(store: operations.AsyncStore, *, seconds: float) -> bool:
+    for _ in range(int(seconds * 10)):
+        if await reader_exists(store):
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+@contextlib.asynccontextmanager
+async def passes(
+    kubeconfig: Path, *, namespace: str, store: operations.AsyncStore, leading: asyncio.Event
+) -> AsyncIterator[None]:
+    """The leader's credential passes running (``leading`` says whether this replica leads)."""
+    async with api_client(kubeconfig=kubeconfig) as api:
         cluster = clients.build(api=api, timeout=3.0)
         made = credentials.WorkerCredentials(
             secrets=secrets.SecretClient(transport=cluster.transport),
@@ -171,18 +181,41 @@ async def test_a_replica_makes_the_reader_user_as_soon_as_it_leads(
             rotation_seconds=86_400.0,
             instance="reader-test",
             reader_digests=(acl.digest(PASSWORD),),
+            reader_retry_seconds=1.0,
         )
         task = asyncio.create_task(made.run())
         try:
-            await asyncio.sleep(1.5)
-            assert not await reader_exists(store)  # A follower makes no user.
-            leading.set()
-            for _ in range(50):
-                if await reader_exists(store):
-                    break
-                await asyncio.sleep(0.1)
-            assert await reader_exists(store)
+            yield
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_a_replica_makes_the_reader_user_as_soon_as_it_leads(
+    control_plane: ControlPlane, namespace: str, swarm_crds: list[str], store: operations.AsyncStore
+) -> None:
+    """Not an interval (five minutes by default) after: the reader has no user until then."""
+    leading = asyncio.Event()
+    async with passes(control_plane.kubeconfig, namespace=namespace, store=store, leading=leading):
+        await asyncio.sleep(1.5)
+        assert not await reader_exists(store)  # A follower makes no user.
+        leading.set()
+        assert await until_reader(store, seconds=5)
+
+
+async def test_the_reader_user_is_made_soon_after_redis_comes_up(
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    store: operations.AsyncStore,
+    redis_server: RedisServer,
+) -> None:
+    """A fresh install: the controller leads before its Redis answers."""
+    leading = asyncio.Event()
+    leading.set()
+    redis_server.stop()
+    async with passes(control_plane.kubeconfig, namespace=namespace, store=store, leading=leading):
+        await asyncio.sleep(1.5)  # The first pass failed: no Redis.
+        redis_server.start()
+        assert await until_reader(store, seconds=8)

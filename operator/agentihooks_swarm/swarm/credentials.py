@@ -80,6 +80,8 @@ class WorkerCredentials:
     #: The records reader's password (by digest), whose read-only user each pass makes again
     #: (docs/security.md); empty: an admin supplies that user, or there is none.
     reader_digests: tuple[str, ...] = ()
+    #: The next pass after the reader's user could not be made comes this soon.
+    reader_retry_seconds: float = 5.0
     clock: Callable[[], float] = time.time
     password: Callable[[], str] = dataclasses.field(default=lambda: secrets_.token_urlsafe(32))
     #: The swarms made lately by this process, by (namespace, name): their Swarm's UID and when.
@@ -88,6 +90,8 @@ class WorkerCredentials:
     #: The slugs whose users this process made: a Swarm gone from a whole listing loses its user.
     _made: set[str] = dataclasses.field(default_factory=set)
     _woken: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    #: The last pass could not make the reader's user.
+    _reader_missing: bool = False
 
     # --- a launch ---------------------------------------------------------------------------------
 
@@ -117,13 +121,17 @@ class WorkerCredentials:
 
         A replica that does not lead looks again every ``FOLLOWER_SECONDS``: once it leads, its
         first pass comes then, not an interval later (the records reader has no user until it).
+        While the reader's user could not be made, the next pass comes after
+        ``reader_retry_seconds``.
         """
         while True:
             leading = self.holds()
+            wait = self.interval if leading else min(self.interval, FOLLOWER_SECONDS)
             if leading:
                 await self.refresh_all()
+                if self._reader_missing:  # Redis not up yet (a fresh install): soon, not in minutes.
+                    wait = min(self.interval, self.reader_retry_seconds)
             with contextlib.suppress(TimeoutError):
-                wait = self.interval if leading else min(self.interval, FOLLOWER_SECONDS)
                 await asyncio.wait_for(self._woken.wait(), timeout=wait)
             self._woken.clear()
 
@@ -162,8 +170,13 @@ class WorkerCredentials:
             return
         try:
             await self.users.ensure_reader(digests=self.reader_digests)
-        except (errors.AclRefused, errors.StoreUnavailable) as e:
-            logger.warning("Could not make the records reader's Redis user; the next pass retries: %s", e)
+        except errors.AclRefused as e:  # A verdict: the admin supplies the user (records.redisSecret).
+            logger.warning("Redis refused to make the records reader's user; the next pass asks again: %s", e)
+        except errors.StoreUnavailable as e:
+            self._reader_missing = True
+            logger.warning("Could not make the records reader's Redis user; retrying soon: %s", e)
+        else:
+            self._reader_missing = False
 
     async def refresh(self, swarm: Mapping[str, Any]) -> None:
         """One Swarm: make its credential again, and say on the Swarm what its workers get."""

@@ -60,7 +60,9 @@ helm_args=(--namespace "$NAMESPACE" --set "watch.namespace=$WORKERS" --set "rbac
   --set operator.cleanupIntervalSeconds=2)
 if [ "$OPERATOR" = external ]; then
   [ -n "${REDIS_URL:-}" ] || fail "OPERATOR=external needs REDIS_URL"
-  helm_args+=(--set redis.mode=external --set "redis.external.url=$REDIS_URL" --set replicas=0)
+  # No Pod of the chart runs here (the operator runs outside): no controller, no records reader.
+  helm_args+=(--set redis.mode=external --set "redis.external.url=$REDIS_URL" --set replicas=0
+    --set records.enabled=false)
 fi
 # shellcheck disable=SC2086
 helm upgrade --install "$RELEASE" "$CHART" "${helm_args[@]}" ${HELM_ARGS:-} --wait --timeout "${TIMEOUT}s" >/dev/null

@@ -8,7 +8,8 @@ by an HTML comment on the line just before its fence, which the site does not re
   the Makefile, every ``helm --set`` key in the chart's values.yaml, every ``records`` view and flag
   in the real command's parser, every ``kubectl`` resource of this project in manifests/crds, every
   repository path it names exists.
-* ``<!-- docs: runs -->``: run by a test against the test cluster; checked statically too.
+* ``<!-- docs: runs -->``: run on the local control plane by tests/chart/test_doc_blocks_run.py
+  (with :func:`substitutions`), which checks what it prints; checked statically too.
 
 A user page is every page of the site's navigation (``mkdocs.yml``) outside its ``Project``
 section, and the README.
@@ -186,3 +187,26 @@ def problems(block: Block, repo: Path = REPO) -> list[str]:
 def unmarked(pages: list[Path]) -> list[str]:
     bad = [block for page in pages for block in blocks(page) if block.mark not in MARKS]
     return [f"{block.where()}: shell block without a mark ({block.mark!r}); {HOW_TO_MARK}" for block in bad]
+
+
+#: What a test changes in a ``runs`` block before it runs it on the test cluster, in one place:
+#: the page's namespaces become the test's own (one namespace a test, deleted after it), and the
+#: runbooks' placeholders the chart's names. Nothing else of the command changes.
+def substitutions(*, namespace: str, release: str = "agentihooks-swarm") -> dict[str, str]:
+    return {
+        "RELEASE_NAMESPACE": namespace,
+        "WORKER_NAMESPACE": f"{namespace}-workers",
+        "RELEASE-": f"{release}-",
+        "-n swarm-workers": f"-n {namespace}-workers",
+        "-n swarm ": f"-n {namespace} ",
+    }
+
+
+def substituted(text: str, replacements: dict[str, str]) -> str:
+    for placeholder, value in replacements.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+def runnable(pages: list[Path]) -> list[Block]:
+    return [block for page in pages for block in blocks(page) if block.mark == "runs"]

@@ -10,6 +10,8 @@ by an HTML comment on the line just before its fence, which the site does not re
   repository path it names exists.
 * ``<!-- docs: runs -->``: run on the local control plane by tests/chart/test_doc_blocks_run.py
   (with :func:`substitutions`), which checks what it prints; checked statically too.
+* ``<!-- docs: runs-on-node -->``: the same on the real node (kubelet and containerd: ``kubectl
+  exec`` works there), by tests/realnode/test_getting_started.py.
 
 A user page is every page of the site's navigation (``mkdocs.yml``) outside its ``Project``
 section, and the README.
@@ -30,12 +32,13 @@ import yaml
 
 REPO: Final = Path(__file__).resolve().parents[2]
 SHELLS: Final = frozenset({"bash", "sh", "shell", "console"})
-MARKS: Final = frozenset({"static", "runs"})
+MARKS: Final = frozenset({"static", "runs", "runs-on-node"})
 FENCE: Final = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w-]*)")
 MARK: Final = re.compile(r"^\s*<!--\s*docs:\s*(?P<mark>[\w-]+)\s*-->\s*$")
 HOW_TO_MARK: Final = (
     "put `<!-- docs: static -->` (not run here; its names are checked) or `<!-- docs: runs -->` "
-    "(run by a test on the test cluster) on the line just before the fence, at the fence's indent"
+    "(run by a test on the test cluster; `runs-on-node` if it needs the real node) on the line just "
+    "before the fence, at the fence's indent"
 )
 
 
@@ -208,5 +211,5 @@ def substituted(text: str, replacements: dict[str, str]) -> str:
     return text
 
 
-def runnable(pages: list[Path]) -> list[Block]:
-    return [block for page in pages for block in blocks(page) if block.mark == "runs"]
+def runnable(pages: list[Path], *, mark: str = "runs") -> list[Block]:
+    return [block for page in pages for block in blocks(page) if block.mark == mark]

@@ -213,3 +213,32 @@ def substituted(text: str, replacements: dict[str, str]) -> str:
 
 def runnable(pages: list[Path], *, mark: str = "runs") -> list[Block]:
     return [block for page in pages for block in blocks(page) if block.mark == mark]
+
+
+@cache
+def printer_headers(repo: Path = REPO) -> tuple[tuple[str, ...], ...]:
+    """The header ``kubectl get`` prints for each kind of manifests/crds: NAME, then its columns."""
+    found = []
+    for path in sorted((repo / "manifests" / "crds").glob("*.yaml")):
+        for version in yaml.safe_load(path.read_text())["spec"]["versions"]:
+            columns = version.get("additionalPrinterColumns", [])
+            found.append(("NAME", *(column["name"].upper() for column in columns)))
+    return tuple(found)
+
+
+#: A header of this project's kinds as a page shows ``kubectl get``'s output: NAME, then a column
+#: of the CRDs' (a page may show the first columns only).
+HEADER: Final = re.compile(r"^\s*NAME\s+(SWARM|IMAGE)\s.*$")
+
+
+def header_problems(page: Path, repo: Path = REPO) -> list[str]:
+    """Each ``kubectl get`` header of a page that is not the start of a CRD's printer columns."""
+    found = []
+    for number, line in enumerate(page.read_text().splitlines(), start=1):
+        if HEADER.match(line):
+            words = tuple(line.split())
+            if not any(header[: len(words)] == words for header in printer_headers(repo)):
+                found.append(
+                    f"{page.name}:{number}: columns {' '.join(words)} are not a CRD's printer columns"
+                )
+    return found

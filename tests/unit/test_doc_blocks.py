@@ -16,6 +16,7 @@ from tests.support.doc_blocks import (
     REPO,
     Block,
     blocks,
+    header_problems,
     problems,
     unmarked,
     user_pages,
@@ -110,3 +111,20 @@ def test_an_unmarked_block_fails_saying_how_to_mark_it(tmp_path: Path) -> None:
     first = blocks(copy)[0]
     assert first.mark is None
     assert unmarked([copy]) == [f"{first.where()}: shell block without a mark (None); {HOW_TO_MARK}"]
+
+
+@pytest.mark.parametrize("page", user_pages(), ids=lambda page: page.name)
+def test_the_kubectl_get_columns_a_page_shows_are_the_crds(page: Path) -> None:
+    assert header_problems(page) == []
+
+
+def test_a_renamed_column_in_a_copy_fails_naming_the_line(tmp_path: Path) -> None:
+    copy = copy_of(REPO / "docs" / "getting-started.md", tmp_path)
+    lines = copy.read_text().splitlines()
+    at = next(number for number, line in enumerate(lines) if line.startswith("NAME "))
+    assert header_problems(copy, tmp_path) == []
+    lines[at] = lines[at].replace("HANDED", "GRANTED")
+    copy.write_text("\n".join(lines))
+    assert header_problems(copy, tmp_path) == [
+        f"getting-started.md:{at + 1}: columns {' '.join(lines[at].split())} are not a CRD's printer columns"
+    ]

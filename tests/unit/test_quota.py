@@ -28,7 +28,7 @@ def test_a_held_back_execution_is_blocked_and_told_the_bytes_the_bound_and_what_
     assert "Swarm ci's keys take 66.8 MiB (70000000 bytes) in Redis" in message
     assert "its quota of 64.0 MiB (67108864 bytes)" in message
     assert "AGENTIHOOKS_SWARM_SWARM_QUOTA_BYTES" in message and "redis.swarmQuotaBytes" in message
-    assert "`python -m agentihooks_swarm records forget ci NAME`" in message
+    assert "`python -m agentihooks_swarm records forget ci NAME --requested-by YOUR_NAME`" in message
     assert "AGENTIHOOKS_SWARM_RETENTION_SECONDS" in message and "raise the quota" in message
     assert "Workers already running are captured" in message
     assert not answer.fields  # Nothing else of the status changes: it is not launched, nor Invalid.

@@ -170,7 +170,8 @@ def name_in_use(*, slug: str, execution: str, owner: records.Owner | None) -> An
         f"The name {execution} already has records in Redis (swarm {slug}) from {whose}; they are "
         f"kept and this Execution is not launched. Read them with `python -m agentihooks_swarm records "
         f"retained {slug} {execution} --full`. To use the name again, remove them with `python -m "
-        f"agentihooks_swarm records forget {slug} {execution}`, then set the annotation "
+        f"agentihooks_swarm records forget {slug} {execution} --requested-by YOUR_NAME` (the Event it "
+        "leaves names who asked), then set the annotation "
         f"{RELAUNCH_ANNOTATION} on this Execution (any new value); or create it under a new name."
     )
     return Answer(
@@ -236,7 +237,8 @@ def quota_exceeded(*, swarm: str, used: int, bound: int) -> Answer:
         f"Swarm {swarm}'s keys take {size(used)} in Redis, at or over its quota of {size(bound)} "
         "(AGENTIHOOKS_SWARM_SWARM_QUOTA_BYTES; chart value redis.swarmQuotaBytes). This Execution waits "
         "and launches once the swarm is back under it: remove the records of Executions you no longer "
-        f"need (`python -m agentihooks_swarm records forget {swarm} NAME`), set a retention "
+        f"need (`python -m agentihooks_swarm records forget {swarm} NAME --requested-by YOUR_NAME`), set a "
+        "retention "
         "(AGENTIHOOKS_SWARM_RETENTION_SECONDS; redis.retention.seconds), or raise the quota. Workers "
         "already running are captured and cleaned up as always."
     )

@@ -24,19 +24,10 @@ from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.redis_server import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("acl_users_dropped")]
 
 PASSWORD = "reader-password-1"
 SLUG = "readable"
-
-
-@pytest.fixture(autouse=True)
-async def no_users_left(store: operations.AsyncStore) -> AsyncIterator[None]:
-    """The session's Redis keeps no user a test made (FLUSHALL leaves users alone)."""
-    yield
-    for user in await store.redis.execute_command("ACL", "USERS"):
-        if user != "default":
-            await store.redis.execute_command("ACL", "DELUSER", user)
 
 
 def document(view: str) -> dict[str, Any]:

@@ -25,17 +25,10 @@ from tests.support.cluster import ControlPlane
 from tests.support.fixtures_cluster import api_client
 from tests.support.redis_server import RedisServer
 
+pytestmark = pytest.mark.usefixtures("acl_users_dropped")
+
 DAY = 86_400.0
 INTERVAL = 300.0
-
-
-@pytest.fixture(autouse=True)
-async def no_users_left(store: operations.AsyncStore) -> AsyncIterator[None]:
-    """The session's Redis keeps no user a test made (FLUSHALL leaves users alone)."""
-    yield
-    for user in await store.redis.execute_command("ACL", "USERS"):
-        if user != "default":
-            await store.redis.execute_command("ACL", "DELUSER", user)
 
 
 async def secret_of(api: client.ApiClient, *, namespace: str, swarm: str) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ outcome through the worker's own commands, and can do nothing else (issue 28, it
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,16 +17,9 @@ from agentihooks_swarm.storage import acl, operations
 from agentihooks_swarm.worker import credential, reports
 from tests.support.redis_cluster import ClusterTopology
 
+pytestmark = pytest.mark.usefixtures("acl_users_dropped")
+
 PASSWORD = "worker-password-1"
-
-
-@pytest.fixture(autouse=True)
-async def no_users_left(store: operations.AsyncStore) -> AsyncIterator[None]:
-    """The session's Redis keeps no user a test made (FLUSHALL leaves users alone)."""
-    yield
-    for user in await store.redis.execute_command("ACL", "USERS"):
-        if user != "default":
-            await store.redis.execute_command("ACL", "DELUSER", user)
 
 
 def username_of(client: store_.Store) -> object:

@@ -49,6 +49,15 @@ async def store(redis_url: str) -> AsyncIterator[operations.AsyncStore]:
         yield opened
 
 
+@pytest.fixture
+async def acl_users_dropped(store: operations.AsyncStore) -> AsyncIterator[None]:
+    """The session's Redis keeps no ACL user a test made (FLUSHALL leaves users alone)."""
+    yield
+    for user in await store.redis.execute_command("ACL", "USERS"):
+        if user != "default":
+            await store.redis.execute_command("ACL", "DELUSER", user)
+
+
 #: The safe default worker policy, and the test workers' kwok annotations (a prefixed key).
 TEST_WORKER_POLICY = worker_policy.WorkerPolicy(metadata_prefixes=(pods.PREFIX,))
 

@@ -53,22 +53,42 @@ class Block:
         return f"{self.page.name}:{self.line}"
 
 
-def _nav_pages(entries: Any) -> Iterator[str]:
+#: The nav section of the project's own pages (development, benchmarks…), apart from the user's.
+PROJECT = "Project"
+
+
+def nav_pages(entries: Any) -> Iterator[str]:
+    """Each page path under a part of the nav (a list, a mapping of titles, or a path)."""
     if isinstance(entries, str):
         if not entries.startswith(("http://", "https://")):
             yield entries
     elif isinstance(entries, list):
         for entry in entries:
-            yield from _nav_pages(entry)
+            yield from nav_pages(entry)
     elif isinstance(entries, dict):
         for value in entries.values():
-            yield from _nav_pages(value)
+            yield from nav_pages(value)
+
+
+def _nav(repo: Path) -> list[Any]:
+    found: list[Any] = yaml.safe_load((repo / "mkdocs.yml").read_text())["nav"]
+    return found
 
 
 def user_pages(repo: Path = REPO) -> list[Path]:
-    nav: list[Any] = yaml.safe_load((repo / "mkdocs.yml").read_text())["nav"]
-    user = [entry for entry in nav if not (isinstance(entry, dict) and "Project" in entry)]
-    return [repo / "README.md", *(repo / "docs" / page for page in _nav_pages(user))]
+    """README.md and every page of the site's nav outside its Project section."""
+    user = [entry for entry in _nav(repo) if not (isinstance(entry, dict) and PROJECT in entry)]
+    return [repo / "README.md", *(repo / "docs" / page for page in nav_pages(user))]
+
+
+def project_pages(repo: Path = REPO) -> list[str]:
+    """The pages of the nav's Project section (the project's own, not a user's)."""
+    return [
+        page
+        for entry in _nav(repo)
+        if isinstance(entry, dict) and PROJECT in entry
+        for page in nav_pages(entry)
+    ]
 
 
 def blocks(page: Path) -> list[Block]:

@@ -9,16 +9,14 @@ fingerprint is one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pytest
-import yaml
+
+from tests.support.doc_blocks import project_pages, user_pages
 
 REPO: Final = Path(__file__).resolve().parents[2]
-DOCS: Final = REPO / "docs"
-PROJECT: Final = "Project"
 
 #: A commit hash as git prints one: 7 to 40 hex digits, with at least one digit and one letter, as
 #: a word of its own (not a piece of a UUID or of a longer word).
@@ -26,33 +24,6 @@ HASH: Final = re.compile(r"(?<![\w-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f
 FINGERPRINT: Final = re.compile(r"fingerprint\W{1,4}([0-9a-f]{12})\b")
 TEMPORARY: Final = re.compile(r"/tmp/")
 ISSUE: Final = re.compile(r"\b[Ii]ssues? #?\d+\b")
-
-
-def pages(entries: Any) -> Iterator[str]:
-    """Each page path under a part of the nav (a list, a mapping of titles, or a path)."""
-    if isinstance(entries, str):
-        if not entries.startswith(("http://", "https://")):
-            yield entries
-    elif isinstance(entries, list):
-        for entry in entries:
-            yield from pages(entry)
-    elif isinstance(entries, dict):
-        for value in entries.values():
-            yield from pages(value)
-
-
-def nav() -> list[Any]:
-    found: list[Any] = yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
-    return found
-
-
-def user_pages() -> list[Path]:
-    user = [entry for entry in nav() if not (isinstance(entry, dict) and PROJECT in entry)]
-    return [REPO / "README.md", *(DOCS / page for page in pages(user))]
-
-
-def project_pages() -> list[str]:
-    return [page for entry in nav() if isinstance(entry, dict) and PROJECT in entry for page in pages(entry)]
 
 
 def lab_notes(text: str) -> list[str]:

@@ -31,6 +31,11 @@ class SwarmError(Exception):
     """The root of every error this package raises on purpose."""
 
 
+class InvalidPattern(SwarmError, ValueError):
+    """A redaction pattern (a setting's or a Swarm's) that does not compile or may take
+    exponential time. A :class:`ValueError` too, so that pydantic reports it as an invalid value."""
+
+
 class ApiError(SwarmError):
     """A Kubernetes API request did not give the answer we wanted."""
 

@@ -27,6 +27,9 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any, Final
 
+# Re-exported: callers that compile patterns catch it from here.
+from agentihooks_swarm.errors import InvalidPattern as InvalidPattern
+
 #: What a redacted secret is replaced with.
 REDACTED: Final = "<redacted>"
 #: The most characters one call redacts (a stored log is at most 64 KiB); beyond, the text is cut,
@@ -68,10 +71,6 @@ DEFAULT_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
 #: A group repeated inside a repeated group (``(a+)+``, ``(\w*)*``): the shape of a pattern that
 #: may take exponential time on a line that almost matches.
 _NESTED: Final = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
-
-
-class InvalidPattern(ValueError):
-    """A redaction pattern that does not compile or may take exponential time."""
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:

@@ -210,7 +210,9 @@ def test_the_shipped_policy_refuses_what_the_controller_refuses_with_its_words(
 ) -> None:
     policy = admission({})
     assert policy == worker_policy.WorkerPolicy(
-        service_account=f"{RELEASE}-worker", denied_secrets=(f"{RELEASE}-redis",)
+        service_account=f"{RELEASE}-worker",
+        # The controller's Redis password and the records reader's: a worker reads neither.
+        denied_secrets=(f"{RELEASE}-redis", f"{RELEASE}-records-redis"),
     )
     for case, worker in REFUSED.items():
         body = _swarm(namespace, worker)

@@ -223,7 +223,12 @@ def build(
             leader=leader,
             parking=watches[-1],
             adopt=orphans.Orphans(
-                workers=pods_table, table=table, store=store, executions=cluster.executions, wake=queue.add
+                workers=pods_table,
+                table=table,
+                store=store,
+                executions=cluster.executions,
+                wake=queue.add,
+                metrics=metrics,
             ),
         ),
         informers=watches,

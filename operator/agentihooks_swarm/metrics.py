@@ -54,6 +54,14 @@ class Metrics:
             ["path", "outcome"],
             registry=self.registry,
         )
+        self.look_alike_pods = prometheus_client.Counter(
+            "agentihooks_swarm_look_alike_pods",
+            "Pods with a worker's name and labels that its Execution does not own, left alone.",
+            # path: launch (a Pod in the worker's way) | cleanup (one beside the attempt's own) |
+            # orphans (one naming an Execution that is gone)
+            ["path"],
+            registry=self.registry,
+        )
         self.startup_failures = prometheus_client.Counter(
             "agentihooks_swarm_startup_failures",
             "Captures of workers that never started, by deletion path and failure class.",

@@ -187,6 +187,13 @@ class HandResult(_Record):
     #: Only for a refused hand: whether launch removal deleted the Pod.
     removed: bool | None = None
     pod: str
+    #: Beyond the spec's fields: the worker Pod's UID, so the attempt knows its own Pod even when
+    #: an orphaning delete of the Execution stripped the Pod's owner reference.
+    pod_uid: str | None = pydantic.Field(
+        default=None,
+        serialization_alias="podUid",
+        validation_alias=pydantic.AliasChoices("podUid", "pod_uid"),
+    )
 
 
 class FinalState(enum.StrEnum):

@@ -151,7 +151,7 @@ class Run:
 
 
 async def _run(rig: Rig, store: operations.AsyncStore, server: RedisServer, *, case: Case) -> Run:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     uid = (await rig.plant(attempt, exit_code=78, reason="Error"))["metadata"]["uid"]
     run = Run(attempt=attempt, pod_path=f"/api/v1/namespaces/{rig.namespace}/pods/{attempt.pod_name}")
     async with rig.runtime(timeout=1.0) as runtime:

@@ -27,7 +27,7 @@ async def stored_events(rig: Rig) -> list[dict[str, Any]]:
 
 
 async def test_an_event_of_20_kib_among_five_real_ones_the_five_are_kept(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     for reason in REAL:
         await post_event(rig.api, pod=pod, type_="Normal", reason=reason, message=f"{reason} worker")
@@ -54,7 +54,7 @@ async def test_an_event_of_20_kib_among_five_real_ones_the_five_are_kept(rig: Ri
 
 
 async def test_a_forged_event_keeps_its_writers_name(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     await post_event(rig.api, pod=pod, type_="Warning", reason="Failed", message="real", component="kubelet")
     await post_event(

@@ -21,11 +21,14 @@ from tests.support.planting import PLANTED, SLUG
 pytestmark = pytest.mark.integration
 
 #: The Role of a ServiceAccount that may remove a worker's Pod and Service but not read its log.
-NO_LOGS = [{"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]}]
+# patch: the release of a Pod's evidence finalizer.
+NO_LOGS = [
+    {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete", "patch"]}
+]
 
 
 async def test_failed_worker_is_captured_once_deleted_and_retained(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78, reason="Error")
     notify = events.Collected()
     async with rig.runtime() as runtime:
@@ -61,7 +64,7 @@ async def pinned_pod(rig: Rig, attempt: model.Attempt) -> dict[str, Any]:
 
 async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(rig: Rig) -> None:
     """Real RBAC without pods/log: the spec's Configuration section, pass by pass."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78, reason="Error")
     kubeconfig = await rig.service_account(name="op", rules=NO_LOGS)
     notify = events.Collected()
@@ -91,7 +94,7 @@ async def test_forbidden_log_fails_twice_then_removes_with_exit_reasons_only(rig
 async def test_a_log_read_that_may_pass_is_retried_uncounted_and_a_later_success_keeps_the_full_capture(
     rig: Rig, fault: str
 ) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78)
     rig.fault(fault, path=r".*/log$", times=1)
     async with rig.runtime(timeout=1.0) as runtime:
@@ -115,7 +118,7 @@ def ago(seconds: float) -> str:
 async def test_an_unreachable_node_counts_only_at_10_60_and_300_s_then_its_pod_goes(rig: Rig) -> None:
     """The API server answers 500 when it cannot reach the Pod's kubelet. The journal's first
     failure time is moved back by the test to stand for the minutes a real outage takes."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78)
     unreachable = 'Get "https://127.0.0.1:10250/containerLogs/ns/p/worker": net/http: TLS handshake timeout'
     rig.proxy.fail(status=500, reason="InternalError", message=unreachable, path=r".*/log$", times=None)
@@ -146,7 +149,7 @@ async def test_an_unreachable_node_counts_only_at_10_60_and_300_s_then_its_pod_g
 
 
 async def test_a_restarted_pass_reuses_the_saved_capture(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78)
     rig.fault("500", method="DELETE", path=r".*/pods/.*", times=1)
     async with rig.runtime() as runtime:
@@ -163,16 +166,27 @@ async def test_a_restarted_pass_reuses_the_saved_capture(rig: Rig) -> None:
 
 async def test_outcomes_absent_replaced_unselected_and_services(rig: Rig) -> None:
     core = client.CoreV1Api(rig.api)
-    absent, replaced, unselected = (rig.attempt(execution=e) for e in ("absent", "replaced", "unselected"))
-    for attempt in (absent, replaced, unselected):
-        await rig.plant(attempt, phase="Running", log=None)
+    absent, replaced, unselected = [
+        await rig.attempt(execution=e) for e in ("absent", "replaced", "unselected")
+    ]
+    planted = {
+        a.execution: await rig.plant(a, phase="Running", log=None) for a in (absent, replaced, unselected)
+    }
+    owner = planted["unselected"]["metadata"]
     await core.create_namespaced_service(
         rig.namespace,
         cast(
             Any,
             {
-                "metadata": {"name": "swarm-terminal-absent-1", "labels": absent.labels},
-                "spec": {"selector": absent.labels, "ports": [{"port": 7681}]},
+                "metadata": {
+                    "name": "swarm-terminal-unselected-1",
+                    "labels": unselected.labels,
+                    # As the hand makes it: owned by its Pod.
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Pod", "name": owner["name"], "uid": owner["uid"]}
+                    ],
+                },
+                "spec": {"selector": unselected.labels, "ports": [{"port": 7681}]},
             },
         ),
     )
@@ -182,10 +196,9 @@ async def test_outcomes_absent_replaced_unselected_and_services(rig: Rig) -> Non
             entry = await cleanup.pin(runtime=runtime, store=rig.store, guard=model.Unguarded(), attempt=a)
             assert isinstance(entry, records.Journal)
             pinned[a.execution] = entry
-        assert [p.name for p in pinned["absent"].pinned.services] == ["swarm-terminal-absent-1"]
+        assert [p.name for p in pinned["unselected"].pinned.services] == ["swarm-terminal-unselected-1"]
         for attempt in (absent, replaced):
-            await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=0)
-            await rig.gone(attempt)
+            await pods.force_delete(rig.api, namespace=rig.namespace, name=attempt.pod_name)
         await rig.plant(replaced, phase="Running", log=None)
         await core.patch_namespaced_pod(
             unselected.pod_name, rig.namespace, {"metadata": {"labels": {labels.EXECUTION: "someone-else"}}}
@@ -200,32 +213,37 @@ async def test_outcomes_absent_replaced_unselected_and_services(rig: Rig) -> Non
             await rig.cleanup(runtime, attempt)
     outcomes = {a.execution: (await rig.retained(a))["removed"] for a in (absent, replaced, unselected)}
     assert [p["outcome"] for p in outcomes["absent"]["pods"]] == ["absent"]
-    assert [(s["name"], s["outcome"]) for s in outcomes["absent"]["services"]] == [
-        ("swarm-terminal-absent-1", "deleted")
+    # The Service still has the attempt's labels (its Pod was relabelled): deleted.
+    assert [(s["name"], s["outcome"]) for s in outcomes["unselected"]["services"]] == [
+        ("swarm-terminal-unselected-1", "deleted")
     ]
     assert [p["outcome"] for p in outcomes["replaced"]["pods"]] == ["replaced"]
     assert [p["outcome"] for p in outcomes["unselected"]["pods"]] == ["unselected"]
     assert [c.path for c in rig.proxy.calls() if c.method == "DELETE"] == [
-        f"/api/v1/namespaces/{rig.namespace}/services/swarm-terminal-absent-1"
+        f"/api/v1/namespaces/{rig.namespace}/services/swarm-terminal-unselected-1"
     ]
     assert await rig.exists(replaced)
     assert await rig.exists(unselected)
     assert await pods.pod_exists(rig.api, namespace=rig.namespace, name="late-comer")
 
 
-async def test_delete_that_reached_the_server_is_absent_after_send_on_the_next_pass(rig: Rig) -> None:
-    attempt = rig.attempt()
+async def test_delete_that_reached_the_server_is_released_not_sent_again_on_the_next_pass(rig: Rig) -> None:
+    attempt = await rig.attempt()
     await rig.plant(attempt, phase="Running", log=None)
     # The delete reaches the API server; its answer comes after the client gave up.
     rig.proxy.delay(seconds=3, method="DELETE", path=r".*/pods/.*", times=1, after_forward=True)
     async with rig.runtime(timeout=1.0) as runtime:
         with pytest.raises(TimeoutError):
             await rig.cleanup(runtime, attempt)
-        await rig.gone(attempt)
+        # Deleted, and held by its evidence finalizer, which the lost answer left in place.
+        assert await rig.exists(attempt)
         await rig.cleanup(runtime, attempt)
+    await rig.gone(attempt)
     [entry] = await rig.removed_pods(attempt)
-    assert entry["outcome"] == "absent_after_send"
+    # The next pass finds its own delete under way (sent), releases the Pod and never deletes twice.
+    assert entry["outcome"] == "deleted"
     assert rig.proxy.count(method="DELETE") == 1
+    assert rig.proxy.count(method="PATCH") == 1
 
 
 async def test_a_refused_pod_someone_else_deletes_is_captured_waited_for_quietly_and_never_deleted_again(
@@ -233,7 +251,7 @@ async def test_a_refused_pod_someone_else_deletes_is_captured_waited_for_quietly
 ) -> None:
     """Launch removal's own delete looks the same to cleanup: a Pod with a deletionTimestamp whose
     delete this cleanup never sent. A finalizer holds it here for as long as the test needs."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     core = client.CoreV1Api(rig.api)
     await core.patch_namespaced_pod(
@@ -284,7 +302,7 @@ async def test_a_replica_that_loses_the_lease_stops_before_its_next_write_or_del
     rig: Rig, step: str
 ) -> None:
     guard = LosesLeadership(before=step)
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78)
     async with rig.runtime() as runtime:
         with pytest.raises(leadership.NotLeader):

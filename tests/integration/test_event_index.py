@@ -116,7 +116,7 @@ def dumped(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def test_a_capture_reads_the_pods_events_from_the_index_without_a_list(rig: Rig) -> None:
     namespace = rig.namespace
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     async with indexed(rig) as runtime:
         await post_event(rig.api, pod=pod, reason="BackOff", message="Back-off restarting failed container")
@@ -154,7 +154,7 @@ async def test_while_the_watch_is_refused_a_capture_lists_the_pods_events(rig: R
     """A Role with list but not watch on events (the Role before the index): every capture lists."""
     path = f"/api/v1/namespaces/{rig.namespace}/events"
     rig.proxy.fail(status=403, method="GET", path=path, query=WATCH_QUERY, times=None)
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     await post_event(rig.api, pod=pod, reason="Failed", message="exit 78")
     async with indexed(rig) as runtime:
@@ -175,7 +175,7 @@ async def test_while_the_watch_is_refused_a_capture_lists_the_pods_events(rig: R
 async def test_a_broken_watch_lists_again_and_follows_adds_changes_and_deletes(rig: Rig) -> None:
     namespace, admin_api = rig.namespace, rig.api
     path = f"/api/v1/namespaces/{namespace}/events"
-    pod = await rig.plant(rig.attempt(), exit_code=78)
+    pod = await rig.plant(await rig.attempt(), exit_code=78)
     await post_event(admin_api, pod=pod, reason="Planted", message="before the index")
     # The first watch answers 410 Expired (as after a long disconnection): the index lists again.
     rig.proxy.add_rule(method="GET", path=path, query=WATCH_QUERY, action=WatchError(), times=1)

@@ -31,7 +31,7 @@ def forty_mib() -> bytes:
 async def test_a_40_mib_log_whose_second_read_times_out_keeps_the_first_reads_64_kib(rig: Rig) -> None:
     content = forty_mib()
     assert len(content) >= 40 * 1024 * 1024
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78, log=content)
     # The API server sends the 40 MiB, but not within the client's timeout.
     late = rig.proxy.add_rule(

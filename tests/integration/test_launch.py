@@ -11,7 +11,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm import errors, records, resources
 from agentihooks_swarm.controller import leadership
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes import labels, owners
 from agentihooks_swarm.lifecycle import cleanup, events, launch, model
 from tests.support import pods
 from tests.support.cleanup_passes import gone
@@ -60,7 +60,7 @@ async def launch_e1(
 
 @pytest.mark.smoke  # make check's one integration test: a launch removal, capture then delete
 async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78, reason="Error")
     notify = events.Collected()
     rig.proxy.reset_counts()
@@ -77,6 +77,7 @@ async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(rig
         ("GET", base + "/log"),
         ("GET", f"/api/v1/namespaces/{rig.namespace}/events"),
         ("DELETE", base),
+        ("PATCH", base),  # Additive: the evidence finalizer's release, its evidence stored.
     ]
     await gone(rig.api, rig.namespace, attempt.pod_name)
 
@@ -106,7 +107,7 @@ async def test_refused_pod_is_captured_stored_and_deleted_with_minimal_calls(rig
 
 
 async def test_init_container_failure_is_refused(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant_log(attempt, container="init", content=b"init: cannot fetch credentials\n")
     pod = await rig.plant(attempt, phase=None, log=None, init_exit_code=3, message="init refused")
     assert (await rig.remove(attempt, pod)).removed is True
@@ -122,7 +123,7 @@ async def test_init_container_failure_is_refused(rig: Rig) -> None:
 
 @pytest.mark.parametrize("phase", ["Running", "Succeeded"])
 async def test_not_refused_is_deleted_without_a_record(rig: Rig, phase: str) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, phase=phase, log=None)
     rig.proxy.reset_counts()
     assert (await rig.remove(attempt, pod)).removed is True
@@ -135,22 +136,20 @@ async def test_not_refused_is_deleted_without_a_record(rig: Rig, phase: str) -> 
 
 
 async def test_changed_uid_keeps_the_new_pod(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     old = await rig.plant(attempt, exit_code=78)
-    core = client.CoreV1Api(rig.api)
-    await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=0)
-    await gone(rig.api, rig.namespace, attempt.pod_name)
+    await pods.force_delete(rig.api, namespace=rig.namespace, name=attempt.pod_name)
     new = await rig.plant(attempt, exit_code=78)
     removal = await rig.remove(attempt, old)
     assert removal.removed is False
     assert "UID changed" in removal.why
-    still = await core.read_namespaced_pod(attempt.pod_name, rig.namespace)
+    still = await client.CoreV1Api(rig.api).read_namespaced_pod(attempt.pod_name, rig.namespace)
     assert still.metadata.uid == new["metadata"]["uid"]
     assert await rig.startup() is None
 
 
 async def test_changed_labels_keep_the_pod(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     await client.CoreV1Api(rig.api).patch_namespaced_pod(
         attempt.pod_name, rig.namespace, {"metadata": {"labels": {labels.GENERATION: "2"}}}
@@ -162,7 +161,7 @@ async def test_changed_labels_keep_the_pod(rig: Rig) -> None:
 
 
 async def test_pod_being_deleted_is_kept(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     core = client.CoreV1Api(rig.api)
     await core.patch_namespaced_pod(
@@ -180,7 +179,9 @@ async def test_pod_being_deleted_is_kept(rig: Rig) -> None:
 
 
 async def test_pod_gone_before_the_reread_counts_as_removed(rig: Rig) -> None:
-    removal = await rig.remove(rig.attempt(), {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}})
+    removal = await rig.remove(
+        await rig.attempt(), {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}}
+    )
     assert (removal.removed, removal.why) == (True, "the pod was already gone")
     assert [c.method for c in rig.proxy.calls()] == ["GET"]
 
@@ -188,8 +189,8 @@ async def test_pod_gone_before_the_reread_counts_as_removed(rig: Rig) -> None:
 async def test_second_capture_of_an_execution_does_not_overwrite_the_first_nor_lose_its_pod(rig: Rig) -> None:
     """The first capture of an execution wins (HSETNX); a later refused Pod of it, whose capture
     is then not stored, is kept for final cleanup, which keeps its capture in attempt-retained."""
-    first = rig.attempt(generation=1)
-    second = rig.attempt(generation=2)
+    first = await rig.attempt(generation=1)
+    second = await rig.attempt(generation=2)
     pod1 = await rig.plant(first, exit_code=78, log=b"first refusal\n")
     pod2 = await rig.plant(second, exit_code=79, log=b"second refusal\n")
     assert (await rig.remove(first, pod1)).removed is True
@@ -219,7 +220,7 @@ async def test_second_capture_of_an_execution_does_not_overwrite_the_first_nor_l
 
 
 async def test_no_recorder_keeps_a_refused_pod(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     async with rig.runtime(recorder=False) as runtime:
         removal = await launch.remove_at_launch(
@@ -231,7 +232,7 @@ async def test_no_recorder_keeps_a_refused_pod(rig: Rig) -> None:
 
 async def test_forbidden_pod_log_keeps_the_pod(rig: Rig) -> None:
     """Real RBAC: a ServiceAccount that may read and delete Pods but not pods/log gets a 403."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     kubeconfig = await rig.service_account(
         name="no-logs", rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]}]
@@ -267,7 +268,7 @@ async def kept_for(rig: Rig, attempt: model.Attempt, removal: launch.Removal, *,
 
 @pytest.mark.parametrize("fault", ["429", "500", "timeout", "reset"])
 async def test_log_read_faults_keep_the_pod(rig: Rig, fault: str) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     rig.fault(fault, path=r".*/log$")
     removal = await rig.remove(attempt, pod, timeout=1.0)
@@ -275,7 +276,7 @@ async def test_log_read_faults_keep_the_pod(rig: Rig, fault: str) -> None:
 
 
 async def test_redis_down_keeps_the_pod(rig: Rig, redis_server: Any) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     redis_server.stop()
     removal = await rig.remove(attempt, pod)
@@ -284,7 +285,7 @@ async def test_redis_down_keeps_the_pod(rig: Rig, redis_server: Any) -> None:
 
 
 async def test_failed_delete_reports_not_removed_and_keeps_the_whole_record(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     rig.fault("503", method="DELETE", path=r".*/pods/.*")
     removal = await rig.remove(attempt, pod)
@@ -309,7 +310,7 @@ async def test_log_limits(rig: Rig, case: str) -> None:
         "200KiB-line": b"L" * (200 * 1024) + b" tail of the long line\n",
         "200-lines-of-1KiB": b"".join(f"{i:03d} ".encode() + b"x" * 1020 + b"\n" for i in range(200)),
     }[case]
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78, log=content)
     rig.proxy.reset_counts()
     assert (await rig.remove(attempt, pod)).removed is True
@@ -343,7 +344,7 @@ async def test_an_empty_log_of_a_just_ended_container_is_read_again_before_the_d
     """A real kubelet may answer an empty log for a container whose exit it already reports (the
     runtime's log relay writes the last line a moment later): the proxy answers the first read so;
     the capture reads again, stores the line, and only then deletes the Pod."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78, reason="Error")
     rig.proxy.add_rule(
         method="GET", path=r".*/pods/[^/]+/log$", action=Respond(status=200, body=b""), times=1
@@ -368,12 +369,23 @@ async def test_an_empty_log_of_a_just_ended_container_is_read_again_before_the_d
 
 
 async def test_launch_creates_the_worker_pod_and_hands_it_the_grant(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     async with rig.runtime() as runtime:
         launched = await launch_e1(runtime, attempt, terminal_port=7681, task={"goal": "x"})
-    assert launched.hand == records.HandResult(generation=1, handed=True, pod=attempt.pod_name)
     core = client.CoreV1Api(rig.api)
     pod = await core.read_namespaced_pod(attempt.pod_name, rig.namespace)
+    assert launched.hand == records.HandResult(
+        generation=1, handed=True, pod=attempt.pod_name, pod_uid=pod.metadata.uid
+    )
+    # Owned by its Execution (the only proof it is the operator's), held for its evidence.
+    [owner] = pod.metadata.owner_references
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == (
+        "Execution",
+        "e1",
+        attempt.owner_uid,
+        True,
+    )
+    assert pod.metadata.finalizers == [owners.EVIDENCE_FINALIZER]
     assert pod.spec.restart_policy == "Never"
     assert {k: v for k, v in pod.metadata.labels.items() if k in attempt.labels} == attempt.labels
     grant = await core.read_namespaced_config_map("swarm-grant-e1-1", rig.namespace)
@@ -391,9 +403,9 @@ async def test_launch_creates_the_worker_pod_and_hands_it_the_grant(rig: Rig) ->
 
 
 async def test_launch_adopts_its_own_pod_and_never_touches_a_foreign_one(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     ours = await rig.plant(attempt, phase=None, log=None)
-    foreign = rig.attempt(execution="e2")
+    foreign = await rig.attempt(execution="e2")
     core = client.CoreV1Api(rig.api)
     await core.create_namespaced_pod(
         rig.namespace,
@@ -413,7 +425,7 @@ async def test_launch_adopts_its_own_pod_and_never_touches_a_foreign_one(rig: Ri
 
 
 async def test_project_unpermitted_removes_a_refused_pod_after_storing_its_record(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78, reason="Error")
     notify = events.Collected()
     async with rig.runtime() as runtime:
@@ -443,7 +455,7 @@ async def test_project_unpermitted_removes_a_refused_pod_after_storing_its_recor
     ],
 )
 async def test_each_hand_reason_triggers_launch_removal(rig: Rig, fault: str, reason: str) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78)
     if fault == "exists":
         await client.CoreV1Api(rig.api).create_namespaced_config_map(
@@ -482,7 +494,7 @@ class LosesLeadershipBefore:
 
 @pytest.mark.parametrize("step", ["storing the launch capture", "deleting pod"])
 async def test_launch_removal_stops_before_a_write_or_delete_without_the_lease(rig: Rig, step: str) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     async with rig.runtime() as runtime:
         with pytest.raises(leadership.NotLeader):
@@ -517,7 +529,7 @@ async def test_launch_removal_stops_before_a_write_or_delete_without_the_lease(r
 async def test_only_a_400_or_422_on_the_pod_is_a_permanent_refusal(
     rig: Rig, fault: str, permanent: bool
 ) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     rig.fault(fault, method="POST", path=r".*/pods$")
     async with rig.runtime(timeout=1.0) as runtime:
         with pytest.raises(errors.SwarmError) as raised:

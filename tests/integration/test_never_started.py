@@ -55,7 +55,7 @@ async def test_an_init_failure_captures_the_init_log_and_the_main_container_wait
 ) -> None:
     """As on a real kubelet: init exits 3, the main container stays waiting (PodInitializing).
     Its log is never asked for (a kubelet answers 400 "waiting to start"), and the Pod goes."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant_log(attempt, container="init", content=b"no creds\n")
     pod = await rig.plant(attempt, phase=None, log=None, init_exit_code=3)
     rig.proxy.reset_counts()
@@ -114,7 +114,7 @@ async def test_a_log_read_answering_waiting_to_start_for_a_container_that_never_
 ) -> None:
     """The kubelet's 400 for a container that never ran: no log to lose, so the Pod is not kept
     (launch) and no log_reads are counted (cleanup); the entry says why it has no log."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78)
     pod = await never_ran(rig.api, attempt)
     answer_waiting_to_start(rig, attempt)
@@ -140,7 +140,7 @@ async def test_the_same_answer_for_a_container_that_ran_is_a_counted_failed_read
 ) -> None:
     """The words alone prove nothing: this container ran (it has a startedAt), so it had a log,
     and a read that did not bring it is a failed read: the Pod is kept."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78)
     answer_waiting_to_start(rig, attempt)
     kept = await rig.remove(attempt, pod)
@@ -154,7 +154,7 @@ async def test_the_same_answer_for_a_container_that_ran_is_a_counted_failed_read
 
 async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_field(rig: Rig) -> None:
     """Real RBAC without `list events`: one pass, the Pod deleted, the capture says events_error 403."""
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     await rig.plant(attempt, exit_code=78)
     kubeconfig = await rig.service_account(
         name="op",
@@ -178,7 +178,7 @@ async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_fie
 async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_the_pod(
     rig: Rig,
 ) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await waiting_pod(
         rig.api,
         attempt,
@@ -251,7 +251,7 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
 
 
 async def test_the_deadline_patch_is_pinned_to_the_uid(rig: Rig) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await waiting_pod(rig.api, attempt, reason="ImagePullBackOff", message="back-off")
     async with rig.runtime() as runtime:
         with pytest.raises(errors.ApiRefused) as refused:

@@ -15,6 +15,7 @@ from agentihooks_swarm.storage import operations
 from tests.support import builders, pods, stored_records, watching
 from tests.support.fixtures_rig import Rig
 from tests.support.orphan_adoption import adopts_once, new_leader
+from tests.support.planting import as_the_operator_makes_it
 
 pytestmark = pytest.mark.integration
 
@@ -38,9 +39,13 @@ async def claimed_and_running(rig: Rig, *, name: str) -> tuple[str, model.Attemp
     uid = (await watching.execution(rig.api, namespace=rig.namespace, name=name))["metadata"]["uid"]
     owner = records.Owner(uid=uid, namespace=rig.namespace, at="2026-12-03T00:00:00Z")
     assert await rig.store.claim(slug=SLUG, execution=name, owner=owner) == owner
-    attempt = model.Attempt(namespace=rig.namespace, slug=SLUG, execution=name, generation=1)
+    attempt = model.Attempt(namespace=rig.namespace, slug=SLUG, execution=name, generation=1, owner_uid=uid)
     worker: Any = pods.worker_pod(
-        name=attempt.pod_name, namespace=rig.namespace, labels=attempt.labels, phase="Running"
+        name=attempt.pod_name,
+        namespace=rig.namespace,
+        labels=attempt.labels,
+        phase="Running",
+        **as_the_operator_makes_it(attempt),
     )
     await client.CoreV1Api(rig.api).create_namespaced_pod(rig.namespace, cast(Any, worker))
     await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=attempt.pod_name, phase="Running")

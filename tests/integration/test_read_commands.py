@@ -38,7 +38,7 @@ async def run(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 # Among the slowest tests on a loaded machine: it runs the documented read commands as users do,
 # six Python processes, each importing the operator's package.
 async def test_journal_and_retained_read_commands(rig: Rig, redis_url: str) -> None:
-    attempt = rig.attempt()
+    attempt = await rig.attempt()
     pod = await rig.plant(attempt, exit_code=78, reason="Error")
     rig.fault("403", path=r".*/log$", times=1)
     async with rig.runtime() as runtime:

@@ -75,8 +75,8 @@ async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
     cluster_topology: ClusterTopology, rig: Rig
 ) -> None:
     config = _settings(cluster_topology)
-    launched = model.Attempt(namespace=rig.namespace, slug=SLUG, execution="e1", generation=1)
-    cleaned = model.Attempt(namespace=rig.namespace, slug=SLUG, execution="e2", generation=1)
+    launched = await rig.attempt(execution="e1")
+    cleaned = await rig.attempt(execution="e2")
     first = await rig.plant(launched, exit_code=78, reason="Error")
     second = await rig.plant(cleaned, exit_code=78, reason="Error")
     rig.fault("403", path=r".*/log$", times=1)  # The first log read is cleanup's: journal stays.

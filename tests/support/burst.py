@@ -32,8 +32,9 @@ async def plant(
     gate = asyncio.Semaphore(6)
 
     async def one(index: int) -> Planted:
+        # Unowned: only launch removal runs over them, which judges a Pod by its pinned UID.
         attempt = model.Attempt(
-            namespace=namespace, slug=slug, execution=f"{prefix}-{index:03d}", generation=1
+            namespace=namespace, slug=slug, execution=f"{prefix}-{index:03d}", generation=1, owner_uid=""
         )
         async with gate:
             pod = await plant_pod(api, cluster, attempt=attempt, exit_code=78, reason="Error")

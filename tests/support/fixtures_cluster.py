@@ -27,6 +27,7 @@ Load with ``pytest_plugins = ["tests.support.fixtures_cluster"]`` (or ``-p``). F
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -39,6 +40,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
+from agentihooks_swarm.kubernetes import owners
 from tests.support import scenarios
 from tests.support.cluster import (
     COMPAT_KUBERNETES_VERSION,
@@ -219,7 +221,29 @@ def namespace(request: pytest.FixtureRequest, control_plane: ControlPlane) -> It
     try:
         yield name
     finally:
+        release_evidence(control_plane, name)
         control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+def release_evidence(control_plane: ControlPlane, namespace: str) -> None:
+    """Remove the operator's evidence finalizer from the worker Pods a test left (its operator is
+    stopped by now), as docs/install.md tells a user to after an uninstall: else they would hold
+    the namespace in Terminating for good."""
+    status, data = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+    if status != 200:
+        return
+    for pod in json.loads(data).get("items") or []:
+        metadata = pod.get("metadata") or {}
+        finalizers = metadata.get("finalizers") or []
+        if owners.EVIDENCE_FINALIZER not in finalizers:
+            continue
+        kept = [f for f in finalizers if f != owners.EVIDENCE_FINALIZER]
+        control_plane.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{metadata['name']}",
+            {"metadata": {"finalizers": kept or None}},
+            content_type="application/merge-patch+json",
+        )
 
 
 @pytest_asyncio.fixture

@@ -25,7 +25,7 @@ from agentihooks_swarm.storage import operations
 from tests.support import cleanup_passes, pods, rbac
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
-from tests.support.planting import SLUG, attempt_for, plant_pod, remove
+from tests.support.planting import SLUG, attempt_for, owner, plant_pod, remove
 from tests.support.proxy import FaultProxy, Rule
 
 __all__ = ["Rig", "rig"]
@@ -47,9 +47,11 @@ class Rig:
     """The operator's store on the test's empty Redis."""
     tmp_path: Path
 
-    def attempt(self, *, execution: str = "e1", generation: int = 1) -> model.Attempt:
-        """An attempt of the ``proof`` Swarm in this namespace."""
-        return attempt_for(self.namespace, execution=execution, generation=generation)
+    async def attempt(self, *, execution: str = "e1", generation: int = 1) -> model.Attempt:
+        """An attempt of the ``proof`` Swarm in this namespace, owned by Execution ``execution``
+        (made now, if there is none): the Pods :meth:`plant` plants are its own."""
+        uid = await owner(self.api, namespace=self.namespace, execution=execution)
+        return attempt_for(self.namespace, execution=execution, generation=generation, owner_uid=uid)
 
     async def plant(self, attempt: model.Attempt, **behaviour: Any) -> dict[str, Any]:
         """``attempt``'s worker Pod, driven by kwok (see :func:`planting.plant_pod`); returns it raw."""
@@ -155,6 +157,7 @@ def rig(
     runtime_for: RuntimeFactory,
     store: operations.AsyncStore,
     tmp_path: Path,
+    swarm_crds: list[str],  # The planted Pods' owner is an Execution.
 ) -> Rig:
     # The fields in their order: the fixtures are named for what they are, the fields for their use.
     return Rig(

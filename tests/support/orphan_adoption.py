@@ -47,6 +47,7 @@ async def adopts_once(
         store=store,
         executions=runtime.cluster.executions,
         wake=leader.woken.append,
+        metrics=runtime.metrics,
     )
     assert await found.adopt() == 1
     assert await found.adopt() == 0  # Judged once.

@@ -10,9 +10,9 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes import labels, owners
 from agentihooks_swarm.lifecycle import events, launch, model
-from tests.support import pods
+from tests.support import builders, pods, watching
 from tests.support.cluster import ControlPlane
 
 #: The log line every planted refused worker wrote.
@@ -20,8 +20,36 @@ PLANTED = b"worker startup refused: planted kind refusal\n"
 SLUG = "proof"
 
 
-def attempt_for(namespace: str, execution: str = "e1", generation: int = 1) -> model.Attempt:
-    return model.Attempt(namespace=namespace, slug=SLUG, execution=execution, generation=generation)
+def attempt_for(
+    namespace: str, execution: str = "e1", generation: int = 1, *, owner_uid: str = ""
+) -> model.Attempt:
+    """An attempt of the ``proof`` Swarm; its Pods are owned by Execution ``owner_uid`` when given."""
+    return model.Attempt(
+        namespace=namespace, slug=SLUG, execution=execution, generation=generation, owner_uid=owner_uid
+    )
+
+
+async def owner(api: client.ApiClient, *, namespace: str, execution: str, swarm: str = SLUG) -> str:
+    """The UID of Execution ``execution`` (made now when there is none): the owner of the worker
+    Pods a test plants as the operator would make them. With no operator running, nothing steps it."""
+    try:
+        await watching.create(api, builders.execution(name=execution, namespace=namespace, swarm=swarm))
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+    found = await watching.execution(api, namespace=namespace, name=execution)
+    return str(found["metadata"]["uid"])
+
+
+def as_the_operator_makes_it(attempt: model.Attempt) -> dict[str, Any]:
+    """The metadata that makes a planted Pod the attempt's own, as the operator's create body does:
+    the controller reference to its Execution and the evidence finalizer (none without an owner)."""
+    if not attempt.owner_uid:
+        return {}
+    return {
+        "owner_references": [owners.execution_reference(name=attempt.execution, uid=attempt.owner_uid)],
+        "finalizers": [owners.EVIDENCE_FINALIZER],
+    }
 
 
 async def plant_pod(
@@ -44,7 +72,12 @@ async def plant_pod(
             content=log,
         )
     body: Any = pods.worker_pod(
-        name=attempt.pod_name, namespace=attempt.namespace, labels=attempt.labels, phase=phase, **behaviour
+        name=attempt.pod_name,
+        namespace=attempt.namespace,
+        labels=attempt.labels,
+        phase=phase,
+        **as_the_operator_makes_it(attempt),
+        **behaviour,
     )
     await client.CoreV1Api(api).create_namespaced_pod(attempt.namespace, body)
     target: Any = wait_for or (
@@ -66,8 +99,13 @@ async def plant_refused_worker(
     api: client.ApiClient, cluster: ControlPlane, *, namespace: str, slug: str, execution: str
 ) -> str:
     """The worker Pod of ``execution``'s first attempt, already Failed (exit 78) with the PLANTED
-    log, as a refused worker leaves it; returns its name once kwok reports it Failed."""
+    log, as a refused worker leaves it; returns its name once kwok reports it Failed.
+
+    Execution ``execution`` must exist (its UID owns the Pod, as the operator's own create would),
+    and no operator may run yet: one would make the Pod itself first."""
     pod_name = labels.worker_pod_name(execution=execution, generation=1)
+    found = await watching.execution(api, namespace=namespace, name=execution)
+    made = attempt_for(namespace, execution, owner_uid=str(found["metadata"]["uid"]))
     await pods.plant_log(
         cluster=cluster, namespace=namespace, pod=pod_name, container="worker", content=PLANTED
     )
@@ -78,6 +116,7 @@ async def plant_refused_worker(
         exit_code=78,
         reason="Error",
         labels=labels.attempt(slug=slug, execution=execution, generation=1),
+        **as_the_operator_makes_it(made),
     )
     await client.CoreV1Api(api).create_namespaced_pod(namespace, planted)
     await pods.wait_for_phase(api, namespace=namespace, name=pod_name, phase="Failed")

@@ -253,6 +253,7 @@ def worker_pod(
     init_containers: Sequence[str] | None = None,
     image: str = WORKER_IMAGE,
     owner_references: Sequence[Mapping[str, Any]] | None = None,
+    finalizers: Sequence[str] = (),
     **behaviour: Unpack[Behaviour],
 ) -> dict[str, Any]:
     """A Pod manifest (no ``nodeName``: kube-scheduler places it) following the protocol above.
@@ -269,6 +270,8 @@ def worker_pod(
     }
     if owner_references:
         metadata["ownerReferences"] = [dict(ref) for ref in owner_references]
+    if finalizers:
+        metadata["finalizers"] = list(finalizers)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -511,6 +514,18 @@ async def wait_for_absent(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} still exists after {timeout}s")
         await asyncio.sleep(0.05)
+
+
+async def force_delete(api: client.ApiClient, *, namespace: str, name: str) -> None:
+    """Delete Pod ``namespace/name`` at once, finalizers and all, as an admin who clears a node
+    does (``kubectl delete --force`` then removing its finalizers): the Pod is gone on return, its
+    evidence finalizer notwithstanding."""
+    core = client.CoreV1Api(api)
+    with contextlib.suppress(ApiException):
+        await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    with contextlib.suppress(ApiException):
+        await core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
+    await wait_for_absent(read=lambda: core.read_namespaced_pod(name, namespace), what=name)
 
 
 async def pod_exists(api: client.ApiClient, *, namespace: str, name: str) -> bool:

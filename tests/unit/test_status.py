@@ -55,7 +55,7 @@ def test_a_launch_after_a_refusal_clears_it() -> None:
     patch: dict[str, Any] = {}
     status.apply(patch, {"phase": "Invalid", "rejectedWith": "u/1", "conditions": earlier}, answer)
     assert patch["rejectedWith"] is None  # Removed by the merge patch.
-    assert patch["hand"] == {"handed": True, "reason": None, "removed": None}
+    assert patch["hand"] == {"handed": True, "reason": None, "removed": None, "podUid": None}
 
 
 def test_a_refused_hand_quotes_the_refusal() -> None:

@@ -231,7 +231,7 @@ def test_a_worker_reads_its_files_and_the_variables_override_them(tmp_path: Path
 
 
 def test_a_worker_pod_mounts_the_credential_optional_and_read_only() -> None:
-    attempt = model.Attempt(namespace="team-a", slug="ci", execution="e1", generation=1)
+    attempt = model.Attempt(namespace="team-a", slug="ci", execution="e1", generation=1, owner_uid="u-1")
     worker = resources.WorkerTemplate(
         image="worker:1", env=[{"name": "AGENTIHOOKS_SWARM_WORKER_REDIS", "value": "/x"}]
     )

@@ -38,7 +38,7 @@ from typing import Protocol, TypeVar
 import pydantic
 import redis.exceptions
 
-from agentihooks_swarm import errors, records
+from agentihooks_swarm import errors, metrics as metrics_, records
 from agentihooks_swarm.controller import executions as executions_
 from agentihooks_swarm.controller.worker_pods import WorkerPod, WorkerPods
 from agentihooks_swarm.kubernetes import custom, labels
@@ -61,6 +61,7 @@ class Orphans:
     store: operations.AsyncStore
     executions: custom.CustomClient
     wake: _Wake
+    metrics: metrics_.Metrics
     #: Pods judged already (by namespace, name and generation), adopted or left alone.
     _judged: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
     #: Journal entries judged already (by swarm, execution and owner UID), adopted or left alone.
@@ -113,6 +114,18 @@ class Orphans:
         owner = await self.store.owner(slug=slug, execution=pod.execution)
         if owner is None or owner.namespace != pod.namespace:
             return None  # Never claimed here: not a worker this operator launched.
+        if pod.controller != owner.uid:
+            # Labelled for that Execution, but not owned by it: a look-alike, never captured.
+            self.metrics.look_alike_pods.labels(path="orphans").inc()
+            logger.warning(
+                "Pod %s/%s is labelled as a worker of Execution %s (uid %s) but not owned by it; "
+                "it is left alone.",
+                pod.namespace,
+                pod.name,
+                pod.execution,
+                owner.uid,
+            )
+            return None
         found = await self.executions.read(namespace=pod.namespace, name=pod.execution)
         if found is not None and (found.get("metadata") or {}).get("uid") == owner.uid:
             return None  # It exists: the table tracks it whenever it needs a step.

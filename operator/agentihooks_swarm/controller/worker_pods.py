@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes import labels, owners
 
 #: Pods listed per request when the watch (re)lists.
 PAGE: Final = 500
@@ -75,6 +75,8 @@ class WorkerPod:
     owner: str
     generation: str
     digest: Digest
+    #: The UID of the Execution its controller reference names ("" when it has none).
+    controller: str = ""
 
 
 class WorkerPods:
@@ -129,6 +131,7 @@ class WorkerPods:
             owner=str(found.get(labels.OWNER) or ""),
             generation=str(found.get(labels.GENERATION) or ""),
             digest=digest(body),
+            controller=owners.controller_uid(body) or "",
         )
         self._pods[key] = new
         if old is None:

@@ -1,12 +1,13 @@
-"""A core/v1 kind in a namespace: read, create, list, delete by UID. ConfigMaps and Services of a
-worker are clients of this class; the Pod client (:mod:`.pods`) builds on it."""
+"""A core/v1 kind in a namespace: read, create, list, delete by UID, release the evidence finalizer.
+ConfigMaps and Services of a worker are clients of this class; the Pod client (:mod:`.pods`) builds
+on it."""
 
 from __future__ import annotations
 
 import builtins
 
 from agentihooks_swarm import errors
-from agentihooks_swarm.kubernetes import transport as transport_
+from agentihooks_swarm.kubernetes import owners, transport as transport_
 
 Object = transport_.Object
 
@@ -69,9 +70,12 @@ class CoreClient:
 
     async def delete(
         self, *, namespace: str, name: str, uid: str, resource_version: str | None = None
-    ) -> None:
+    ) -> Object:
         """Delete the object only if it still has this UID and (given) this resourceVersion: the
-        object as it was read, not one that changed since (409 → PreconditionFailed, 404 → NotFound)."""
+        object as it was read, not one that changed since (409 → PreconditionFailed, 404 → NotFound).
+
+        Returns the API server's answer: the object, still there while a finalizer or a grace
+        period holds it, or a Status once it is gone."""
         preconditions = (
             {"uid": uid} if resource_version is None else {"uid": uid, "resourceVersion": resource_version}
         )
@@ -81,9 +85,49 @@ class CoreClient:
             "preconditions": preconditions,
             "propagationPolicy": "Background",
         }
-        await self.transport.send(
+        return await self.transport.json(
             "DELETE",
             f"{core_path(namespace, self.plural)}/{name}",
             body=body,
             what=f"delete {self._singular} {namespace}/{name} uid={uid}",
+        )
+
+    async def release(self, *, namespace: str, name: str, uid: str, found: Object) -> None:
+        """Remove the operator's evidence finalizer from the object, once its evidence is stored.
+
+        A JSON patch that tests the UID and the finalizer at its index in ``found`` (the object as
+        last seen) before removing it, so it never removes another entry; when the list moved, it
+        reads the object once more and tries again. Gone, replaced or already released is done."""
+        for _ in range(3):
+            metadata = found.get("metadata") or {}
+            finalizers = metadata.get("finalizers") or []
+            if metadata.get("uid") != uid or owners.EVIDENCE_FINALIZER not in finalizers:
+                return
+            index = finalizers.index(owners.EVIDENCE_FINALIZER)
+            patch: builtins.list[Object] = [
+                {"op": "test", "path": "/metadata/uid", "value": uid},
+                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": owners.EVIDENCE_FINALIZER},
+                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+            ]
+            try:
+                await self.transport.json(
+                    "PATCH",
+                    f"{core_path(namespace, self.plural)}/{name}",
+                    body=patch,
+                    what=f"release the evidence finalizer of {self._singular} {namespace}/{name} uid={uid}",
+                    content_type="application/json-patch+json",
+                )
+                return
+            except errors.NotFound:
+                return
+            except errors.ApiRefused as e:
+                if e.status not in (409, 422):  # Not a failed test (a 403, say): said as it is.
+                    raise
+                again = await self.read(namespace=namespace, name=name)
+                if again is None:
+                    return
+                found = again
+        raise errors.ApiUnavailable(
+            f"release the evidence finalizer of {self._singular} {namespace}/{name}: its finalizers "
+            "kept changing; will retry"
         )

@@ -33,7 +33,7 @@ from typing import Any, Final, Literal
 
 from agentihooks_swarm import errors, metrics as metrics_, records
 from agentihooks_swarm.capture import causes, diagnostics
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes import labels, owners
 from agentihooks_swarm.lifecycle import events, finals, model, removal
 from agentihooks_swarm.storage import operations
 
@@ -259,6 +259,27 @@ def _parse(value: str | None) -> datetime.datetime | None:
         return None
 
 
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name"))
+
+
+def _look_alikes(
+    *, runtime: model.Runtime, attempt: model.Attempt, notify: events.Events | None, names: list[str]
+) -> None:
+    """Objects with the attempt's labels that its Execution does not own: left alone, and said."""
+    if not names:
+        return
+    runtime.metrics.look_alike_pods.labels(path="cleanup").inc(len(names))
+    message = (
+        f"Left alone {', '.join(sorted(names))}: labelled as attempt {attempt.generation}'s, but not "
+        f"owned by Execution {attempt.execution} (uid {attempt.owner_uid}); cleanup neither captures "
+        "nor deletes them"
+    )
+    logger.warning("Cleanup of %s/%s: %s.", attempt.namespace, attempt.execution, message)
+    if notify is not None:
+        notify.warning(reason="LookAlikePod", message=message + ".")
+
+
 async def pin(
     *,
     runtime: model.Runtime,
@@ -267,6 +288,7 @@ async def pin(
     attempt: model.Attempt,
     seen: dict[str, dict[str, Any]] | None = None,
     stored: records.Journal | None = None,
+    notify: events.Events | None = None,
 ) -> records.Journal | records.Retained:
     """The attempt's journal entry: ``stored`` (read by the caller in this pass), or a new one
     pinning what exists now; or the retained record, when another pass retained first.
@@ -276,12 +298,24 @@ async def pin(
     if stored is not None:
         return stored
     selector = labels.selector(attempt.labels)
-    found_pods = await runtime.cluster.pods.list(namespace=attempt.namespace, selector=selector)
+    listed = await runtime.cluster.pods.list(namespace=attempt.namespace, selector=selector)
+    # The labels are anyone's to write: only what the Execution owns is pinned (captured, deleted).
+    found_pods = [p for p in listed if attempt.owns(p)]
     if seen is not None:
         seen.update(
             {str(p["metadata"]["name"]): p for p in found_pods if isinstance(p.get("metadata"), dict)}
         )
-    found_services = await runtime.cluster.services.list(namespace=attempt.namespace, selector=selector)
+    pod_uids = {str(p["metadata"]["uid"]) for p in found_pods} | (
+        {attempt.pod_uid} if attempt.pod_uid else set()
+    )
+    services = await runtime.cluster.services.list(namespace=attempt.namespace, selector=selector)
+    found_services = [s for s in services if attempt.labels_only or owners.owner_uids(s) & pod_uids]
+    _look_alikes(
+        runtime=runtime,
+        attempt=attempt,
+        notify=notify,
+        names=[_name(o) for o in [*listed, *services] if o not in found_pods and o not in found_services],
+    )
 
     def pinned(items: list[dict[str, object]]) -> list[records.PinnedObject]:
         return [
@@ -323,7 +357,9 @@ async def run(
     (retry later, reading the records again) or ``NotLeader`` (stop: another replica leads).
     """
     seen = dict(seen or {})
-    pinned = await pin(runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen, stored=journal)
+    pinned = await pin(
+        runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen, stored=journal, notify=notify
+    )
     if isinstance(pinned, records.Retained):
         return pinned
     work = _Pass(

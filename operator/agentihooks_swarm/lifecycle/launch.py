@@ -3,9 +3,11 @@
 Each step is one function taking its collaborators as keyword arguments, so the whole path runs
 against a real API server and a real Redis in tests without kopf:
 
-* :func:`ensure_pod` creates ``swarm-worker-<execution>-<generation>`` or adopts the Pod of that
-  name when it carries exactly this attempt's labels and is not being deleted; any other Pod is
-  foreign and raises :class:`ForeignPod`.
+* :func:`ensure_pod` creates ``swarm-worker-<execution>-<generation>``, owned by its Execution (a
+  controller reference by UID) and holding the evidence finalizer (:mod:`kubernetes.owners`), or
+  adopts the Pod of that name when it is this attempt's own (:meth:`model.Attempt.owns`: its
+  labels *and* its owner) and is not being deleted; any other Pod, a look-alike with the right
+  name and labels included, is foreign and raises :class:`ForeignPod`.
 * :func:`hand` checks the project against the registration, creates the grant ConfigMap (owned
   by the Pod) and the terminal Service; it returns the refusal reason or None.
 * :func:`remove_at_launch` is the spec's launch removal: re-read, keep-or-capture, ``HSETNX``,
@@ -21,7 +23,7 @@ from typing import Any
 
 from agentihooks_swarm import errors, metrics, records, resources
 from agentihooks_swarm.capture import causes, diagnostics
-from agentihooks_swarm.kubernetes import core, labels, pods as pods_
+from agentihooks_swarm.kubernetes import core, labels, owners, pods as pods_
 from agentihooks_swarm.lifecycle import events, model, removal as removal_
 
 logger = logging.getLogger(__name__)
@@ -30,7 +32,13 @@ GRANT_MOUNT = "/etc/agentihooks/grant"
 
 
 class ForeignPod(errors.SwarmError):
-    """A Pod with the worker's name exists but is not this attempt's: it is never touched."""
+    """A Pod with the worker's name exists but is not this attempt's: it is never touched.
+
+    ``look_alike``: it carries this attempt's labels but not its owner (someone else made it)."""
+
+    def __init__(self, message: str, *, look_alike: bool) -> None:
+        super().__init__(message)
+        self.look_alike = look_alike
 
 
 def _owner_reference(pod: dict[str, Any]) -> dict[str, Any]:
@@ -106,14 +114,15 @@ def pod_body(
             "namespace": attempt.namespace,
             "labels": {**worker.labels, **attempt.labels},
             "annotations": {**worker.annotations, labels.STARTUP_DEADLINE: str(deadline)},
+            "ownerReferences": [owners.execution_reference(name=attempt.execution, uid=attempt.owner_uid)],
+            "finalizers": [owners.EVIDENCE_FINALIZER],
         },
         "spec": spec,
     }
 
 
 def is_ours(pod: dict[str, Any], *, attempt: model.Attempt) -> bool:
-    metadata = pod.get("metadata") or {}
-    return labels.matches(metadata.get("labels"), attempt.labels) and not metadata.get("deletionTimestamp")
+    return attempt.owns(pod) and not (pod.get("metadata") or {}).get("deletionTimestamp")
 
 
 def _mount_credential(container: dict[str, Any], spec: dict[str, Any], *, secret: str) -> None:
@@ -161,9 +170,18 @@ async def ensure_pod(
     if existing is None:  # Deleted between our create and read: try once more next pass.
         raise errors.ApiUnavailable(f"pod {attempt.pod_name} existed and vanished; will retry")
     if not is_ours(existing, attempt=attempt):
+        metadata = existing.get("metadata") or {}
+        look_alike = labels.matches(metadata.get("labels"), attempt.labels) and not attempt.owns(existing)
+        why = (
+            f"it has this attempt's labels but is not owned by Execution {attempt.execution} "
+            f"(uid {attempt.owner_uid}): someone else made it"
+            if look_alike
+            else "other labels, or being deleted"
+        )
         raise ForeignPod(
-            f"pod {attempt.namespace}/{attempt.pod_name} exists but is not this attempt's "
-            "(other labels, or being deleted); it is left alone"
+            f"pod {attempt.namespace}/{attempt.pod_name} exists but is not this attempt's ({why}); "
+            "it is neither adopted, captured nor deleted",
+            look_alike=look_alike,
         )
     logger.info("Adopted the existing worker pod %s/%s.", attempt.namespace, attempt.pod_name)
     return existing
@@ -402,6 +420,7 @@ def _why(judged: removal_.Judged[Removal], *, uid: str) -> str:
             "read": f"the pod could not be re-read: {judged.error}",
             "list": f"the delete answered 404 and the list failed: {judged.error}",
             "delete": f"the delete failed: {judged.error}",
+            "release": f"it was deleted, but its evidence finalizer could not be released: {judged.error}",
         }[judged.step or "read"]
     if judged.outcome == "replaced":
         return f"its UID changed from {uid} to {((judged.found or {}).get('metadata') or {}).get('uid')}"
@@ -537,16 +556,19 @@ async def launch(
         project=execution.project,
         task=execution.task,
     )
+    pod_uid = str(pod["metadata"]["uid"])
     runtime.metrics.hands.labels(reason=refusal.reason if refusal else "handed").inc()
     if refusal is None:
         notify.normal(reason="Handed", message=f"Worker pod {attempt.pod_name} has its grant.")
         return Launched(
-            hand=records.HandResult(generation=attempt.generation, handed=True, pod=attempt.pod_name)
+            hand=records.HandResult(
+                generation=attempt.generation, handed=True, pod=attempt.pod_name, pod_uid=pod_uid
+            )
         )
     removal = await remove_at_launch(
         runtime=runtime,
         attempt=attempt,
-        uid=pod["metadata"]["uid"],
+        uid=pod_uid,
         notify=notify,
         guard=guard,
         refused=refusal.describe(),
@@ -558,6 +580,7 @@ async def launch(
             reason=refusal.reason,
             removed=removal.removed,
             pod=attempt.pod_name,
+            pod_uid=pod_uid,
         ),
         detail=refusal.detail,
     )

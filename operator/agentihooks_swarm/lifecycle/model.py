@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from agentihooks_swarm import errors, metrics as metrics_, records, text
 from agentihooks_swarm.capture import diagnostics
-from agentihooks_swarm.kubernetes import clients, event_index, labels
+from agentihooks_swarm.kubernetes import clients, event_index, labels, owners
 from agentihooks_swarm.lifecycle import worker_policy as worker_policy_
 
 
@@ -56,6 +56,21 @@ class Attempt:
     slug: str
     execution: str
     generation: int
+    #: The Execution's UID: its worker Pod's controller reference names it (:mod:`kubernetes.owners`).
+    owner_uid: str
+    #: The worker Pod's UID as the launch recorded it (``status.hand.podUid``), once known.
+    pod_uid: str | None = None
+    #: Launched by a version that put no controller reference on its Pods (its hand has no
+    #: ``podUid``): its Pods are known by their labels alone, as that version knew them.
+    labels_only: bool = False
+
+    def owns(self, obj: Mapping[str, Any] | None) -> bool:
+        """Whether ``obj`` is this attempt's own object: the attempt's labels, and owned by its
+        Execution (or the recorded Pod). A look-alike with the right name and labels is not."""
+        metadata = (obj or {}).get("metadata") or {}
+        if not labels.matches(metadata.get("labels"), self.labels):
+            return False
+        return self.labels_only or owners.owned(obj, execution_uid=self.owner_uid, pod_uid=self.pod_uid)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -205,8 +220,17 @@ class Tracked:
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
     def attempt(self) -> Attempt:
+        stored = self.status.get("hand")
+        hand = stored if isinstance(stored, Mapping) and self.status.get("pod") else None
+        pod_uid = hand.get("podUid") if hand is not None else None
         return Attempt(
-            namespace=self.namespace, slug=self.swarm, execution=self.name, generation=self.attempt_number
+            namespace=self.namespace,
+            slug=self.swarm,
+            execution=self.name,
+            generation=self.attempt_number,
+            owner_uid=self.uid,
+            pod_uid=pod_uid if isinstance(pod_uid, str) and pod_uid else None,
+            labels_only=hand is not None and not pod_uid,
         )
 
     def hand(self) -> records.HandResult | None:
@@ -222,6 +246,7 @@ class Tracked:
             reason=records.HandReason(reason) if isinstance(reason, str) and reason in known else None,
             removed=stored.get("removed") if isinstance(stored.get("removed"), bool) else None,
             pod=str(self.status["pod"]),
+            pod_uid=stored.get("podUid") if isinstance(stored.get("podUid"), str) else None,
         )
 
     def reference(self) -> dict[str, Any]:

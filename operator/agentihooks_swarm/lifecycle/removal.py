@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 from agentihooks_swarm import errors
-from agentihooks_swarm.kubernetes import labels as labels_
+from agentihooks_swarm.kubernetes import labels as labels_, owners
 from agentihooks_swarm.lifecycle import model
 
 #: Deletes of one object refused because it changed since its read, before a removal gives up.
@@ -63,7 +63,9 @@ class Objects(Protocol):
 
     async def delete(
         self, *, namespace: str, name: str, uid: str, resource_version: str | None = None
-    ) -> None: ...
+    ) -> Object: ...
+
+    async def release(self, *, namespace: str, name: str, uid: str, found: Object) -> None: ...
 
     async def still_listed(self, *, namespace: str, name: str, uid: str) -> bool: ...
 
@@ -102,7 +104,7 @@ class Judged(Generic[K]):
     found: Object | None = None
     #: The :class:`Evidence`'s answer, when it kept the object.
     kept: K | None = None
-    step: Literal["read", "list", "delete"] | None = None
+    step: Literal["read", "list", "delete", "release"] | None = None
     error: errors.ApiError | None = None
 
 
@@ -149,6 +151,10 @@ async def remove(
             if refused == JUDGED_TRIES:
                 return Judged(outcome="changed", found=found)
         if not labels_.matches(metadata.get("labels"), target.labels):
+            # Relabelled: no longer the attempt's, so neither captured nor held for a capture.
+            failed = await _release(objects, target=target, holder=found)
+            if failed is not None:
+                return Judged(outcome="failed", step="release", error=failed, found=found)
             return Judged(outcome="unselected", found=found)
         terminating = bool(metadata.get("deletionTimestamp"))
         if terminating and not capture_terminating:
@@ -156,7 +162,10 @@ async def remove(
         kept = await evidence.keep(found, terminating=terminating)
         if kept is not None:
             return Judged(outcome="kept", found=found, kept=kept)
-        if terminating:
+        if terminating:  # Someone else deletes it; the evidence finalizer held it for this capture.
+            failed = await _release(objects, target=target, holder=found)
+            if failed is not None:
+                return Judged(outcome="failed", step="release", error=failed, found=found)
             return Judged(outcome="terminating", found=found)
         guard.check(before=f"deleting {target.kind} {target.name}")
         judged = await _delete_as_read(objects, target=target, found=found)
@@ -171,7 +180,7 @@ async def _delete_as_read(objects: Objects, *, target: Target, found: Object) ->
     (409: the object changed since ``found`` was read)."""
     version = (found.get("metadata") or {}).get("resourceVersion")
     try:
-        await objects.delete(
+        answer = await objects.delete(
             namespace=target.namespace,
             name=target.name,
             uid=target.uid,
@@ -183,7 +192,24 @@ async def _delete_as_read(objects: Objects, *, target: Target, found: Object) ->
         return None
     except errors.ApiError as e:
         return Judged(outcome="failed", step="delete", error=e, found=found)
+    # Deleted as judged: the evidence finalizer (on the Pod since its create) now only holds a Pod
+    # whose evidence is stored, so it goes.
+    failed = await _release(objects, target=target, holder=answer)
+    if failed is not None:
+        return Judged(outcome="failed", step="release", error=failed, found=found)
     return Judged(outcome="deleted", found=found)
+
+
+async def _release(objects: Objects, *, target: Target, holder: Object) -> errors.ApiError | None:
+    """Remove the evidence finalizer from ``holder`` (the object as last seen), if it has one;
+    the error when that failed (the object stays, terminating, for a later pass to release)."""
+    if not owners.holds_evidence(holder):
+        return None
+    try:
+        await objects.release(namespace=target.namespace, name=target.name, uid=target.uid, found=holder)
+    except errors.ApiError as e:
+        return e
+    return None
 
 
 async def _confirmed(

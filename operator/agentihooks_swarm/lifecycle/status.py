@@ -332,7 +332,12 @@ def handed(hand: records.HandResult, *, detail: str = "", earlier: Any = None) -
         fields={
             "attempt": hand.generation,
             "pod": hand.pod,
-            "hand": {"handed": hand.handed, "reason": hand.reason, "removed": hand.removed},
+            "hand": {
+                "handed": hand.handed,
+                "reason": hand.reason,
+                "removed": hand.removed,
+                "podUid": hand.pod_uid,
+            },
             REJECTED_WITH: None,
         },
     )

@@ -159,7 +159,12 @@ class Lifecycle:
             work.settled = True
             return None
         except launch.ForeignPod as e:
+            # Said once while it lasts: the step retries every minute, the Event would too.
+            first = work.view.get("phase") != Phase.BLOCKED
             work.answer(status_.pod_name_taken(f"{e}; remove that pod to let this execution launch"))
+            if e.look_alike and first:
+                self.runtime.metrics.look_alike_pods.labels(path="launch").inc()
+                work.notes.warning(reason="LookAlikePod", message=str(e))
             work.retry_after = work_.FOREIGN_POD_RETRY
             return None
         except errors.ApiError as e:

@@ -37,12 +37,15 @@ async def start_with_refusals(scene: Scene, **kwargs: str) -> OperatorProcess:
 
 
 async def test_a_done_execution_expires_and_its_records_still_answer(scene: Scene) -> None:
-    process = await start_with_refusals(scene)
-    # A planted Failed worker Pod, then an Execution whose hand is refused: launch removal captures.
+    # Before the operator runs: an Execution whose hand is refused, and its worker Pod as a launch
+    # that stopped before recording its hand leaves it, refused at startup (Failed): launch
+    # removal adopts it and captures.
+    await scene.swarm(name=SLUG, projects=["registered"])
+    await scene.execution(name="short-lived", swarm=SLUG, project="outside-the-registration", ttl=2)
     await planting.plant_refused_worker(
         scene.api, scene.cluster, namespace=scene.namespace, slug=SLUG, execution="short-lived"
     )
-    await scene.execution(name="short-lived", swarm=SLUG, project="outside-the-registration", ttl=2)
+    process = scene.start()
 
     status = await scene.until_phase("short-lived", "Done", process=process)
     assert status["hand"] == {"handed": False, "reason": "project_unpermitted", "removed": True}

@@ -97,13 +97,18 @@ async def not_done_while_it_runs(
         await asyncio.sleep(0.1)
 
 
-async def first_life(scene: Scene, *, name: str, process: OperatorProcess) -> tuple[str, str]:
-    """The first life: its worker refused at startup (adopted Failed), its hand refused, its Pod
-    captured at launch and removed; Done, with its records retained. Its Pod's name and UID."""
-    old_pod = await planting.plant_refused_worker(
+async def refused_at_launch(scene: Scene, *, name: str) -> str:
+    """Before the operator runs: the first life's Execution, and its worker Pod as a launch that
+    stopped before recording its hand leaves it (owned, refused at startup: Failed). Its name."""
+    await scene.execution(name=name, swarm=SLUG, project="outside")
+    return await planting.plant_refused_worker(
         scene.api, scene.cluster, namespace=scene.namespace, slug=SLUG, execution=name
     )
-    await scene.execution(name=name, swarm=SLUG, project="outside")
+
+
+async def first_life(scene: Scene, *, name: str, process: OperatorProcess) -> str:
+    """The first life (:func:`refused_at_launch`): its Pod adopted, its hand refused, its Pod
+    captured at launch and removed; Done, with its records retained. Its Pod's UID."""
     first = await scene.until_phase(name, "Done", process=process)
     assert first["outcome"] == "refused", first
     old = await records_of(scene.redis_url, name)
@@ -111,7 +116,7 @@ async def first_life(scene: Scene, *, name: str, process: OperatorProcess) -> tu
         planting.PLANTED.decode()
     )
     assert store_.RETAINED in old, old
-    return old_pod, str(old[store_.STARTUP_DIAGNOSTICS]["uid"])
+    return str(old[store_.STARTUP_DIAGNOSTICS]["uid"])
 
 
 async def forget(scene: Scene, *, name: str, process: OperatorProcess) -> None:
@@ -143,9 +148,10 @@ async def test_forgotten_records_stay_gone_when_redis_restarts_while_the_new_wor
     scene: Scene, aof_redis_server: RedisServer
 ) -> None:
     name, redis_url = "forgotten", scene.redis_url
-    process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"})
     await scene.swarm(name=SLUG, annotations=pods.protocol_annotations(phase="Running"))
-    old_pod, old_uid = await first_life(scene, name=name, process=process)
+    old_pod = await refused_at_launch(scene, name=name)
+    process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "0.5"})
+    old_uid = await first_life(scene, name=name, process=process)
     await forget(scene, name=name, process=process)
     pod, new_uid = await second_life(scene, name=name, process=process)
     assert pod == old_pod  # The same name, generation 1: the same Pod name, another Pod.

@@ -43,13 +43,15 @@ def check_launch_metrics(port: int) -> None:
 @pytest.mark.compat  # also on the oldest Kubernetes the chart allows (make test-compat)
 async def test_refused_worker_evidence_outlives_the_pod(scene: Scene) -> None:
     slug, execution = "proof", "refused-1"
+    # Before the operator runs: its Execution, and the worker Pod a launch that stopped before
+    # recording its hand leaves (owned by the Execution, refused at startup: Failed).
+    await scene.swarm(name=slug, projects=["registered"])
+    await scene.execution(name=execution, swarm=slug, project="outside-the-registration")
     pod_name = await planting.plant_refused_worker(
         scene.api, scene.cluster, namespace=scene.namespace, slug=slug, execution=execution
     )
     metrics_port = free_port()
     process = scene.start(env={"AGENTIHOOKS_SWARM_METRICS_PORT": str(metrics_port)})
-    await scene.swarm(name=slug, projects=["registered"])
-    await scene.execution(name=execution, swarm=slug, project="outside-the-registration")
 
     async def refused() -> dict[str, Any] | None:
         status = await scene.status(execution)

@@ -142,11 +142,12 @@ async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
     redis_url: str,
 ) -> None:
     team_a, team_b = namespace, other_namespace
+    # Before the operator runs: A's Execution and its worker Pod, refused at startup (Failed).
+    await _create_swarm_and_execution(admin_api, namespace=team_a)
     await planting.plant_refused_worker(
         admin_api, control_plane, namespace=team_a, slug=SLUG, execution=EXECUTION
     )
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=None)
-    await _create_swarm_and_execution(admin_api, namespace=team_a)
     await _execution_in_phase(
         admin_api, process, namespace=team_a, phase="Done", what="team A's Execution Done", timeout=90
     )

@@ -146,7 +146,8 @@ async def test_a_capture_reads_the_pods_events_from_the_index_without_a_list(rig
     assert runtime.metrics.event_index_synced._value.get() == 0
     base = f"/api/v1/namespaces/{namespace}/pods/{attempt.pod_name}"
     calls = [(c.method, c.path) for c in rig.proxy.calls() if not WATCH_QUERY.search(c.query)]
-    assert calls == [("GET", base), ("GET", base + "/log"), ("DELETE", base)]  # No Events list.
+    # No Events list; the last call releases the evidence finalizer.
+    assert calls == [("GET", base), ("GET", base + "/log"), ("DELETE", base), ("PATCH", base)]
     assert await stored_events(rig.store) == expected
 
 

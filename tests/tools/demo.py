@@ -1,10 +1,12 @@
 """``make demo``: the feature end to end on the local control plane, in about half a minute.
 
 It starts (or reuses, after ``make cluster-up``) the local control plane and a redis-server,
-runs the operator as users do (``python -m agentihooks_swarm run``), plants a worker Pod that
-printed ``worker startup refused: planted kind refusal`` and exited 78, and creates an Execution
-for a project outside the Swarm's registration. The hand is refused (project_unpermitted), launch
-removal stores the evidence and deletes the Pod, and the demo prints what a user would look at:
+creates an Execution for a project outside the Swarm's registration, plants its worker Pod as a
+launch that stopped before recording its hand leaves it (owned by the Execution), after the worker
+printed ``worker startup refused: planted kind refusal`` and exited 78, and runs the operator as
+users do (``python -m agentihooks_swarm run``). The operator adopts the Pod, the hand is refused
+(project_unpermitted), launch removal stores the evidence and deletes the Pod, and the demo prints
+what a user would look at:
 ``kubectl get executions``, the Execution's events, that the Pod is gone, and the stored record
 read with the documented read command.
 """
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentihooks_swarm.kubernetes import owners
 from tests.support import crds, pods, signals
 from tests.support.cluster import ControlPlane, build, named_cluster, start
 from tests.support.operator_process import OperatorProcess
@@ -63,9 +66,14 @@ def wait(what: str, probe: Any, *, timeout: float = 60.0) -> None:
 
 
 def demo(plane: ControlPlane, redis_url: str, workdir: Path) -> None:
-    step("the CRDs, the namespace, and the operator (python -m agentihooks_swarm run)")
+    step("the CRDs and the namespace")
     crds.apply(plane)
     kubectl(plane, "create", "namespace", NAMESPACE, check=False)
+    execution = f"refused-{int(time.time())}"
+    pod = f"swarm-worker-{execution}-1"
+    _apply(plane=plane, execution=execution)
+    _plant_refused_worker(plane=plane, execution=execution, pod=pod)
+    step("the operator (python -m agentihooks_swarm run)")
     operator = OperatorProcess(
         kubeconfig=plane.kubeconfig,
         redis_url=redis_url,
@@ -75,10 +83,10 @@ def demo(plane: ControlPlane, redis_url: str, workdir: Path) -> None:
     operator.start()
     print(f"operator running, log: {operator.log_path}")
     try:
-        execution = f"refused-{int(time.time())}"
-        pod = f"swarm-worker-{execution}-1"
-        _plant_refused_worker(plane=plane, execution=execution, pod=pod)
-        _refuse(plane=plane, execution=execution, pod=pod)
+        wait(
+            "the pod to be removed",
+            lambda: not kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, "--ignore-not-found"),
+        )
         _show_what_kubectl_shows(plane=plane, execution=execution, pod=pod)
         _show_the_record(redis_url=redis_url, execution=execution)
         print("\nThe refused worker's Pod is gone; its exit state and last log lines are in Redis.")
@@ -86,38 +94,8 @@ def demo(plane: ControlPlane, redis_url: str, workdir: Path) -> None:
         operator.stop()
 
 
-def _plant_refused_worker(*, plane: ControlPlane, execution: str, pod: str) -> None:
-    """A worker Pod of ``execution`` that printed the refusal and exited 78, as kwok plays it."""
-    step(f"a worker Pod that prints the refusal and exits 78: {pod}")
-    pods.plant_log_blocking(cluster=plane, namespace=NAMESPACE, pod=pod, container="worker", content=PLANTED)
-    manifest = pods.worker_pod(
-        name=pod,
-        namespace=NAMESPACE,
-        phase="Failed",
-        exit_code=78,
-        reason="Error",
-        labels={
-            "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{SLUG}",
-            "swarm.agentihooks.io/execution-id": execution,
-            "swarm.agentihooks.io/generation": "1",
-        },
-    )
-    kubectl(plane, "apply", "-f", "-", stdin=json.dumps(manifest))
-    kubectl(
-        plane,
-        "wait",
-        "-n",
-        NAMESPACE,
-        "--for=jsonpath={.status.phase}=Failed",
-        f"pod/{pod}",
-        "--timeout=60s",
-    )
-    print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod).rstrip())
-
-
-def _refuse(*, plane: ControlPlane, execution: str, pod: str) -> None:
-    """The Swarm and an Execution for a project it does not register; waits until launch removal
-    has taken the refused worker's Pod away."""
+def _apply(*, plane: ControlPlane, execution: str) -> None:
+    """The Swarm and an Execution for a project it does not register: its hand will be refused."""
     step("a Swarm registered for 'registered-project', and an Execution for 'outside-project'")
     resources = f"""
 apiVersion: swarm.agentihooks.io/v1alpha1
@@ -133,10 +111,40 @@ metadata: {{name: {execution}, namespace: {NAMESPACE}}}
 spec: {{swarm: {SLUG}, project: outside-project, task: {{goal: demo}}}}
 """
     kubectl(plane, "apply", "-f", "-", stdin=resources)
-    wait(
-        "the pod to be removed",
-        lambda: not kubectl(plane, "get", "pod", "-n", NAMESPACE, pod, "--ignore-not-found"),
+
+
+def _plant_refused_worker(*, plane: ControlPlane, execution: str, pod: str) -> None:
+    """The Execution's worker Pod as a launch that stopped before recording its hand leaves it
+    (owned by the Execution, holding the evidence finalizer), after the worker printed the refusal
+    and exited 78, as kwok plays it. The operator, started next, adopts it."""
+    step(f"a worker Pod that printed the refusal and exited 78: {pod}")
+    pods.plant_log_blocking(cluster=plane, namespace=NAMESPACE, pod=pod, container="worker", content=PLANTED)
+    uid = kubectl(plane, "get", "execution", "-n", NAMESPACE, execution, "-o", "jsonpath={.metadata.uid}")
+    manifest = pods.worker_pod(
+        name=pod,
+        namespace=NAMESPACE,
+        phase="Failed",
+        exit_code=78,
+        reason="Error",
+        labels={
+            "swarm.agentihooks.io/controller-owner": f"agentihooks-swarm-{SLUG}",
+            "swarm.agentihooks.io/execution-id": execution,
+            "swarm.agentihooks.io/generation": "1",
+        },
+        owner_references=[owners.execution_reference(name=execution, uid=uid.strip())],
+        finalizers=[owners.EVIDENCE_FINALIZER],
     )
+    kubectl(plane, "apply", "-f", "-", stdin=json.dumps(manifest))
+    kubectl(
+        plane,
+        "wait",
+        "-n",
+        NAMESPACE,
+        "--for=jsonpath={.status.phase}=Failed",
+        f"pod/{pod}",
+        "--timeout=60s",
+    )
+    print(kubectl(plane, "get", "pod", "-n", NAMESPACE, pod).rstrip())
 
 
 def _events(plane: ControlPlane, execution: str, *columns: str) -> str:

@@ -7,21 +7,34 @@
 #
 #   buildah bud --pull=never --network=none --build-arg PYTHON_IMAGE=localhost/… CONTEXT
 #
-# PYTHON_IMAGE needs python3 with its venv module (Debian: python3 and python3-venv).
+# PYTHON_IMAGE needs python3 with its venv module (Debian: python3 and python3-venv). Pin it by
+# digest for a reproducible base (docs/security.md, "Supply chain"), e.g.
+#
+#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:DIGEST .
+#
+# The default is a tag until a digest is filled in here.
 # The chart (charts/agentihooks-swarm) runs it as user 10001 with a read-only root filesystem.
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-# .dockerignore lets in pyproject.toml, README.md, operator/ and (offline only) wheels/.
+# .dockerignore lets in pyproject.toml, README.md, the lock files, operator/ and (offline only)
+# wheels/.
 COPY . .
-# The package and its runtime dependencies only (no dev extras), in a venv the final stage copies,
-# without pip and setuptools. With wheels/ present, pip uses it instead of the package index.
+# The runtime dependencies exactly as requirements.lock pins them, each file checked against its
+# sha256 (make lock writes both locks), then the build backend from requirements-build.lock, then
+# the package itself without dependencies and without build isolation (an isolated build would
+# fetch setuptools unhashed). Nothing unpinned enters the venv; pip and setuptools leave it.
+# With wheels/ present, pip uses it instead of the package index.
 RUN python3 -m venv /opt/agentihooks-swarm \
  && if [ -d wheels ]; then set -- --no-index --find-links=wheels; fi \
- && /opt/agentihooks-swarm/bin/pip install "$@" . \
- && /opt/agentihooks-swarm/bin/pip uninstall --yes --quiet pip setuptools
+ && pip=/opt/agentihooks-swarm/bin/pip \
+ && $pip install "$@" --require-hashes --no-deps -r requirements.lock \
+ && $pip install "$@" --require-hashes --no-deps -r requirements-build.lock \
+ && $pip install "$@" --no-deps --no-build-isolation . \
+ && $pip check \
+ && $pip uninstall --yes --quiet pip setuptools
 
 FROM ${PYTHON_IMAGE}
 ENV PATH=/opt/agentihooks-swarm/bin:$PATH \

@@ -73,6 +73,20 @@ docs-serve: $(STAMP) ## Serve the documentation site at http://127.0.0.1:8000, r
 version: $(STAMP) ## Write pyproject.toml's version into Chart.yaml (version, appVersion) and the docs' image tags
 	$(PY) -m tests.tools.version
 
+.PHONY: lock
+lock: $(STAMP) ## Re-lock the image's runtime dependencies and build backend, with hashes, for Python 3.11 on Linux (requirements.lock, requirements-build.lock; needs PyPI)
+	$(PY) -m tests.tools.lock
+
+# pip-audit checks every pinned version against PyPI's vulnerability data (SCAN_ARGS=
+# "--vulnerability-service osv" asks OSV instead) and the lock's hashes against PyPI's. --strict:
+# a package it could not check fails the scan, so a scan that reached no service never reports
+# "No known vulnerabilities found" (without it, pip-audit does, having skipped every package).
+SCAN_ARGS ?=
+.PHONY: scan
+scan: $(STAMP) ## Check the locked versions (the image's Python packages) for known vulnerabilities with pip-audit (needs the vulnerability service; not part of make test)
+	$(VENV)/bin/pip-audit --requirement requirements.lock --requirement requirements-build.lock \
+	  --require-hashes --strict --timeout 30 --progress-spinner off $(SCAN_ARGS)
+
 .PHONY: manifests
 manifests: ## Copy manifests/crds into the chart (the one source of the CRDs)
 	charts/agentihooks-swarm/hack/sync-crds.sh

@@ -8,6 +8,10 @@ times each, interleaved, each on a fresh namespace with a fresh operator process
 results go to ``docs/benchmarks.md`` and ``docs/benchmarks.png``. See ``run.py`` for the
 scenarios and ``report.py`` for every figure's definition.
 
+``python -m tests.bench --against REV`` (``against.py``) also runs REV's operator, checked out in
+a git worktree outside the repository (removed afterwards) and started with this venv, next to each
+run of the working tree's, and adds a section with every figure as the ratio working tree / REV.
+
 ``make bench-history`` (``history.py``): the operator's memory and restart time against the number
 of Done Executions in the cluster, with 2,000 in flight.
 """

@@ -162,10 +162,13 @@ def _seconds(value: float) -> str:
 
 def one_line(result: Result) -> str:
     lat = latencies(result)
+    last = "n/a" if result.evidence_last is None else f"{result.evidence_last:.2f}"
     return (
-        f"{result.scenario} {result.mode:<8} N={result.n:<5} wall {result.wall_seconds:6.1f}s "
+        (f"[{result.revision}] " if result.revision else "")
+        + f"{result.scenario} {result.mode:<8} N={result.n:<5} wall {result.wall_seconds:6.1f}s "
         f"{result.throughput:6.1f} pods/s p50/p95/p99 {_seconds(percentile(lat, 50))}/"
-        f"{_seconds(percentile(lat, 95))}/{_seconds(percentile(lat, 99))}s RSS {result.peak_rss_mib:.0f} MiB "
+        f"{_seconds(percentile(lat, 95))}/{_seconds(percentile(lat, 99))}s last {last}s "
+        f"RSS {result.peak_rss_mib:.0f} MiB "
         f"CPU {result.cpu_seconds:.1f}s API/pod {sum(result.api_per_pod.values()):.2f} "
         f"Redis cmds/pod {sum(result.redis_per_pod.values()):.2f}"
         + (f" [{'; '.join(result.notes)}]" if result.notes else "")
@@ -245,6 +248,26 @@ def _medians(results: Sequence[Result]) -> list[str]:
                     spread([percentile(latencies(r), 99) for r in runs]),
                     spread([1000 * r.cpu_seconds / r.n for r in runs], "{:.1f}"),
                     spread([r.peak_rss_mib for r in runs], "{:.0f}"),
+                ]
+            )
+        )
+    return lines
+
+
+def _evidence(results: Sequence[Result]) -> list[str]:
+    """Refusal to stored capture (capture runs): p50, p99 and last, median and spread over the runs."""
+    lines = _header(["Scenario", "N", "p50 s", "p99 s", "last s"], "lrrrr")
+    for key in dict.fromkeys(r.key for r in results if r.mode == "capture"):
+        runs = runs_of(results, key)
+        lasts = [r.evidence_last for r in runs if r.evidence_last is not None]
+        lines.append(
+            _row(
+                [
+                    key[0],
+                    key[1],
+                    spread([percentile(r.latency_record, 50) for r in runs]),
+                    spread([percentile(r.latency_record, 99) for r in runs]),
+                    spread(lasts, "{:.1f}"),
                 ]
             )
         )
@@ -616,8 +639,15 @@ def _cpu_table(results: Sequence[Result], nproc: int) -> list[str]:
 
 
 def document(
-    results: Sequence[Result], *, machine: dict[str, str], command: str, elapsed: float, workdir: Path
+    results: Sequence[Result],
+    *,
+    machine: dict[str, str],
+    command: str,
+    elapsed: float,
+    workdir: Path,
+    against: Sequence[str] = (),
 ) -> str:
+    """The report; ``against`` is ``--against``'s section (``against.section``), after the results."""
     nproc = int(machine["nproc"] or os.cpu_count() or 1)
     notes = NOTES.read_text().strip() if NOTES.exists() else ""
     every = list(results)
@@ -625,6 +655,7 @@ def document(
     parts = [
         *_introduction(every, machine=machine, command=command, elapsed=elapsed, workdir=workdir),
         *_results(every),
+        *([*against, ""] if against else []),
         *_api_requests(results),
         *_redis_and_cpu(results, nproc=nproc),
         *_definitions(results),
@@ -685,6 +716,12 @@ def _results(every: Sequence[Result]) -> list[str]:
         "each configuration, the run with the median wall time.",
         "",
         *_medians(every),
+        "",
+        "Time from a worker's refusal to its stored capture (capture runs; refusal and record "
+        "stored as defined below; *last* is from the run's first refusal to its last record "
+        "stored), median (min-max) over the runs:",
+        "",
+        *_evidence(every),
         "",
         table(every),
         "",
@@ -793,7 +830,9 @@ def _definitions(results: Sequence[Result]) -> list[str]:
         "`attempt-startup-diagnostics` (A) or of the `HSET` into `attempt-retained` (B) for that "
         "Execution. **Pod gone**: the bench's Pod watch delivering `DELETED` (kwok confirms a delete "
         "as a kubelet does). Latency percentiles are nearest-rank over the N Executions: refusal → "
-        "record stored in capture mode, refusal → Pod gone in baseline mode.",
+        "record stored in capture mode, refusal → Pod gone in baseline mode. **Last**: from the "
+        "run's first refusal to its last record stored (capture) or last Pod gone (baseline): when "
+        "the burst's evidence was complete.",
         "- **Wall time**: from the first create request to the last Pod gone and (capture) the last "
         "record stored. **Pods/s**: N / wall time. **Wall c/b**: a capture run's wall time / the wall "
         "time of the baseline run next to it (same N, same repeat); its median over the repeats is "

@@ -64,14 +64,41 @@ STALL_SECONDS: Final = 60.0
 REPO: Final = Path(__file__).resolve().parents[2]
 
 
+def controller_root(*, source: Path, repo: Path) -> Path:
+    """Where REV's operator is started from: REV's own ``tests/bench/controller.py`` when it has
+    one (its baseline matches its operator), else the working tree's."""
+    return source if (source / "tests" / "bench" / "controller.py").exists() else repo
+
+
+def python_path(*, source: Path, existing: str | None) -> str:
+    """PYTHONPATH that puts REV's ``operator/`` ahead of the venv's editable install of the
+    working tree (which a ``.pth`` adds after PYTHONPATH)."""
+    return os.pathsep.join([str(source / "operator"), *([existing] if existing else [])])
+
+
 class BenchOperator(OperatorProcess):
     """The operator's handlers and wiring as the chart runs them (standalone, without ``--verbose``),
     started by ``tests.bench.controller`` so the baseline can be assembled in the bench."""
 
-    def __init__(self, *, baseline: bool = False, tracemalloc: Path | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        baseline: bool = False,
+        tracemalloc: Path | None = None,
+        source: Path | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.baseline = baseline
         self.tracemalloc = tracemalloc
+        #: A worktree of another revision whose operator runs instead of the working tree's.
+        self.source = source
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        if self.source is not None:
+            env["PYTHONPATH"] = python_path(source=self.source, existing=env.get("PYTHONPATH"))
+        return env
 
     def start(self, *, timeout: float = 30.0) -> None:
         if self.running:
@@ -85,7 +112,8 @@ class BenchOperator(OperatorProcess):
             args.extend(["--tracemalloc", str(self.tracemalloc)])
         self.starts += 1
         with self.log_path.open("ab") as log:
-            log.write(f"\n===== start {self.starts}: {' '.join(args)}\n".encode())
+            where = "" if self.source is None else f" (operator from {self.source / 'operator'})"
+            log.write(f"\n===== start {self.starts}{where}: {' '.join(args)}\n".encode())
             log.flush()
             self.popen = subprocess.Popen(
                 args,
@@ -93,7 +121,7 @@ class BenchOperator(OperatorProcess):
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
                 start_new_session=True,
-                cwd=REPO,
+                cwd=REPO if self.source is None else controller_root(source=self.source, repo=REPO),
             )
         deadline = time.monotonic() + timeout
         while READY_LINE not in self.log():
@@ -144,6 +172,10 @@ class Result:
     notes: list[str] = field(default_factory=list)
     repeat: int = 0
     """Which of the configuration's runs this is (each capture run sits next to its baseline run)."""
+    evidence_last: float | None = None
+    """From the first refusal to the last evidence: record stored (capture), Pod gone (baseline)."""
+    revision: str = ""
+    """``--against``: the short hash of the revision whose operator ran; empty for the working tree."""
 
     @property
     def throughput(self) -> float:
@@ -216,9 +248,14 @@ class Run:
         n: int,
         profile: bool = False,
         repeat: int = 0,
+        source: Path | None = None,
+        revision: str = "",
     ) -> None:
         self.profile = profile
         self.repeat = repeat
+        #: ``--against``: REV's worktree and short hash (its operator runs); None and "" otherwise.
+        self.source = source
+        self.revision = revision
         self.cluster = cluster
         self.redis_server = redis_server
         self.workdir = workdir
@@ -234,11 +271,13 @@ class Run:
 
     @property
     def label(self) -> str:
-        return f"{self.scenario}-{self.mode}-{self.n}-r{self.repeat}"
+        side = f"-{self.revision}" if self.revision else ""
+        return f"{self.scenario}-{self.mode}-{self.n}-r{self.repeat}{side}"
 
     async def perform(self) -> Result:
         async with kube.Api(self.cluster) as api:
-            name = f"bench-{self.scenario.lower()}-{self.mode[:4]}-{self.n}-{uuid.uuid4().hex[:5]}"
+            side = "-rev" if self.revision else ""
+            name = f"bench-{self.scenario.lower()}-{self.mode[:4]}-{self.n}{side}-{uuid.uuid4().hex[:5]}"
             namespace = self.namespace = await create_namespace(api, name=name)
             observer = kube.Observer(api=api, namespace=namespace)
             await observer.start()
@@ -279,6 +318,7 @@ class Run:
             namespace=namespace,
             log_path=self.workdir / f"{self.label}.operator.log",
             env=CHART_DEFAULTS,
+            source=self.source,
         )
         profiler: subprocess.Popen[bytes] | None = None
         try:
@@ -372,6 +412,8 @@ class Run:
             watch_lag_max=max(times.lags) if times.lags else None,
             notes=notes,
             repeat=self.repeat,
+            evidence_last=times.last_record if capture else times.last_gone,
+            revision=self.revision,
         )
 
     async def _create_executions(self, api: kube.Api, *, namespace: str, sent: list[float]) -> None:
@@ -446,7 +488,15 @@ class Run:
                 stored_at[e] - refused_at[e] for e in self.executions if e in stored_at and e in refused_at
             ],
             lags=lags,
+            last_gone=_last(refused_at=refused_at, evidence_at=gone_at),
+            last_record=_last(refused_at=refused_at, evidence_at=stored_at),
         )
+
+
+def _last(*, refused_at: dict[str, float], evidence_at: dict[str, float]) -> float | None:
+    """From the run's first refusal to its last evidence (of the Executions refused); None for none."""
+    ends = [at for execution, at in evidence_at.items() if execution in refused_at]
+    return max(ends) - min(refused_at.values()) if ends else None
 
 
 @dataclass(frozen=True)
@@ -456,6 +506,10 @@ class _Times:
     latency_record: list[float]
     lags: list[float]
     """B: how long after each container's ``finishedAt`` the bench saw its Pod Failed."""
+    last_gone: float | None = None
+    """From the first refusal to the last Pod gone."""
+    last_record: float | None = None
+    """From the first refusal to the last record stored."""
 
 
 def running_cluster(workdir: Path) -> tuple[ControlPlane, bool]:

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from packaging.utils import canonicalize_name
 
-from tests.support import images
+from tests.support import images, locks
 
 pytestmark = [pytest.mark.images, pytest.mark.timeout(1800)]
 
@@ -332,9 +333,23 @@ def test_debian_sources_are_the_hosts_entries_for_the_suite(tmp_path: Path) -> N
     assert images.debian_sources(suite="bullseye", apt_dir=tmp_path) == []
 
 
-def test_operator_requirements_are_the_build_backend_and_runtime_dependencies() -> None:
-    requirements = images.operator_requirements(repo=images.REPO_ROOT)
-    assert requirements[0].startswith("setuptools")
-    assert {"kopf", "kubernetes-asyncio", "redis", "pydantic", "prometheus-client"} <= {
-        r.split(">")[0].split("=")[0] for r in requirements
+def test_operator_wheels_come_from_the_lock_files() -> None:
+    assert [p.name for p in images.operator_locks(repo=images.REPO_ROOT)] == [locks.LOCK, locks.BUILD_LOCK]
+    assert set(images.LOCKS) <= set(images.CONTEXT_FILES)
+
+
+def test_operator_sbom_lists_what_the_lock_pins(built: dict[str, Path]) -> None:
+    """The SBOM made with the image, from its venv's dist-info: the runtime dependencies at the
+    lock's versions, as PyPI package URLs, and no pip or setuptools (the Dockerfile removes them)."""
+    sbom = json.loads(images.operator_sbom(built[images.OPERATOR_REF]).read_text())
+    assert sbom["bomFormat"] == "CycloneDX"
+    assert sbom["metadata"]["component"]["name"] == "agentihooks-swarm"
+    found = {str(canonicalize_name(c["name"])): c for c in sbom["components"]}
+    pinned = locks.pins((images.REPO_ROOT / locks.LOCK).read_text())
+    for name in ("kopf", "kubernetes-asyncio", "redis", "pydantic", "prometheus-client"):
+        assert found[name]["version"] == pinned[name].version, (name, found.get(name))
+        assert found[name]["purl"] == f"pkg:pypi/{name}@{pinned[name].version}", found[name]
+    # Everything the lock pins is in the image at its version, and nothing else but the package.
+    assert {n: c["version"] for n, c in found.items() if n != "agentihooks-swarm"} == {
+        n: p.version for n, p in pinned.items()
     }

@@ -7,7 +7,9 @@ Debian's packages (fetched by ``mmdebstrap`` from the mirror the host's apt uses
 * the operator, ``localhost/agentihooks-swarm:test``: the repository's ``Dockerfile``, built with
   ``buildah bud --pull=never --network=none`` on a Debian base with python3 (``mmdebstrap
   --variant=apt``) given as ``PYTHON_IMAGE``, with the wheels that pip downloaded on the host
-  (CPython 3.11, manylinux x86_64) in the build context's ``wheels/``;
+  from the lock files (CPython 3.11, manylinux x86_64; hashes checked) in the build context's
+  ``wheels/``; with it, ``sbom.cdx.json``, a CycloneDX SBOM of the Python packages the image's
+  venv holds (:func:`image_sbom`);
 * busybox, ``localhost/busybox:test``, from ``busybox-static`` (taken from the mirror with
   ``mmdebstrap --variant=extract``, so the host's own busybox package is left alone): real worker
   containers (``sh -c 'printf …; exit 78'``), user 65534 so that ``runAsNonRoot`` Pods accept it;
@@ -17,7 +19,7 @@ Debian's packages (fetched by ``mmdebstrap`` from the mirror the host's apt uses
 
 Cache: ``~/.cache/agentihooks-swarm/images/<name>-<key>/`` (``AGENTIHOOKS_SWARM_CACHE`` moves the
 root, as for the control plane's binaries). The key hashes every input (the Debian sources and
-package lists, the Dockerfile and the files it copies, the wheels' requirements), so a warm call
+package lists, the Dockerfile and the files it copies, the lock files), so a warm call
 only finds a file; the three most recently used entries of each image are kept (checkouts on one
 machine share the cache). A Debian base from a moving mirror is kept until its inputs change:
 delete the folder to refresh it.
@@ -45,15 +47,16 @@ import io
 import json
 import os
 import secrets
+import shlex
 import shutil
 import sys
 import tarfile
-import tomllib
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from tests.support import progress
+from tests.support import locks, progress
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 SUITE: Final = "bookworm"
@@ -66,12 +69,17 @@ WHEEL_PLATFORMS: Final = (
     "manylinux2010_x86_64",
     "manylinux1_x86_64",
 )
-#: pip evaluates environment markers against the interpreter it runs on, not the target, so a
-#: dependency for a target older than the host is named here: redis needs async-timeout below
-#: Python 3.11.3 (bookworm has 3.11.2). An extra wheel costs nothing; a missing one fails the build.
-TARGET_ONLY_REQUIREMENTS: Final = ("async-timeout>=4.0.3",)
+#: The hashed lock files the Dockerfile installs from (``make lock``, :mod:`tests.tools.lock`):
+#: resolved for the target (CPython 3.11 on Linux), so they already hold what only the target
+#: needs (redis's async-timeout below Python 3.11.3; bookworm has 3.11.2), with no marker for
+#: the host's pip to drop. The wheels are downloaded from them, hashes checked.
+LOCKS: Final = (locks.LOCK, locks.BUILD_LOCK)
 
 OPERATOR_REF: Final = "localhost/agentihooks-swarm:test"
+#: The operator image's CycloneDX SBOM, next to its archive in the cache entry.
+SBOM: Final = "sbom.cdx.json"
+#: The Dockerfile's venv, which holds every Python package the image runs.
+IMAGE_VENV: Final = "opt/agentihooks-swarm"
 BUSYBOX_REF: Final = "localhost/busybox:test"
 PAUSE_REF: Final = "localhost/pause:test"
 REDIS_REF: Final = "localhost/redis:test"
@@ -84,7 +92,7 @@ REDIS_USER: Final = "999:999"
 #: Debian packages this module runs, by the command each provides.
 TOOLS: Final = {"mmdebstrap": "mmdebstrap", "buildah": "buildah", "runc": "runc"}
 #: Files of the repository the Dockerfile's build context holds (see .dockerignore).
-CONTEXT_FILES: Final = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md")
+CONTEXT_FILES: Final = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", *LOCKS)
 CONTEXT_TREES: Final = ("operator",)
 _IGNORED: Final = ("__pycache__", "*.pyc", "*.egg-info")
 
@@ -425,50 +433,53 @@ def debian_base(*, cache: Path, sources: Sequence[str]) -> str:
     return ref
 
 
-def _wheels_key(requirements: Sequence[str]) -> str:
-    return _key({"requirements": list(requirements), "python": PYTHON_VERSION, "platforms": WHEEL_PLATFORMS})
+def _wheels_key(locks: Sequence[Path]) -> str:
+    return _key(
+        {
+            "locks": [hashlib.sha256(lock.read_bytes()).hexdigest() for lock in locks],
+            "python": PYTHON_VERSION,
+            "platforms": WHEEL_PLATFORMS,
+        }
+    )
 
 
-def wheels(
-    *, cache: Path, requirements: Sequence[str], pip: Sequence[str] = (sys.executable, "-m", "pip")
-) -> Path:
-    """A folder of wheels for ``requirements`` and their dependencies, for the base's CPython."""
-    key = _wheels_key(requirements)
+def wheels(*, cache: Path, locks: Sequence[Path], pip: Sequence[str] = (sys.executable, "-m", "pip")) -> Path:
+    """A folder of the wheels the lock files pin, for the base's CPython, each checked against
+    the lock's hashes (the build checks them again)."""
+    key = _wheels_key(locks)
     with _entry(cache, "wheels", key, "wheels") as (folder, partial):
         if partial is not None:
-            _run(
-                [
-                    *pip,
-                    "download",
-                    "--quiet",
-                    "--only-binary=:all:",
-                    *(f"--platform={platform}" for platform in WHEEL_PLATFORMS),
-                    f"--python-version={PYTHON_VERSION}",
-                    "--implementation=cp",
-                    f"--abi=cp{PYTHON_VERSION.replace('.', '')}",
-                    f"--dest={partial / folder.name}",
-                    *requirements,
-                ],
-                log=build_log(cache),
-            )
+            for lock in locks:
+                _run(
+                    [
+                        *pip,
+                        "download",
+                        "--quiet",
+                        "--no-deps",
+                        "--require-hashes",
+                        "--only-binary=:all:",
+                        *(f"--platform={platform}" for platform in WHEEL_PLATFORMS),
+                        f"--python-version={PYTHON_VERSION}",
+                        "--implementation=cp",
+                        f"--abi=cp{PYTHON_VERSION.replace('.', '')}",
+                        f"--dest={partial / folder.name}",
+                        f"--requirement={lock}",
+                    ],
+                    log=build_log(cache),
+                )
     return folder
 
 
-def operator_requirements(*, repo: Path) -> list[str]:
-    """What ``pip install .`` needs: the build backend and the runtime dependencies."""
-    project = tomllib.loads((repo / "pyproject.toml").read_text())
-    return [
-        *project["build-system"]["requires"],
-        *project["project"]["dependencies"],
-        *TARGET_ONLY_REQUIREMENTS,
-    ]
+def operator_locks(*, repo: Path) -> list[Path]:
+    """The lock files the Dockerfile installs from: the runtime dependencies, the build backend."""
+    return [repo / name for name in LOCKS]
 
 
 def _operator_key(*, repo: Path, sources: Sequence[str], ref: str) -> str:
     return _key(
         {
             "base": f"{_BASE_NAME}:{_base_key(sources)}",
-            "wheels": f"wheels-{_wheels_key(operator_requirements(repo=repo))}",
+            "wheels": f"wheels-{_wheels_key(operator_locks(repo=repo))}",
             "context": _tree_digest(repo, CONTEXT_FILES, CONTEXT_TREES),
             "ref": ref,
         }
@@ -482,7 +493,7 @@ def operator_image(*, repo: Path, cache: Path, sources: Sequence[str], ref: str 
     with _entry(cache, "operator", key, "image.tar") as (archive, partial):
         if partial is not None:
             base = debian_base(cache=cache, sources=sources)
-            wheel_dir = wheels(cache=cache, requirements=operator_requirements(repo=repo))
+            wheel_dir = wheels(cache=cache, locks=operator_locks(repo=repo))
             context = partial / "context"
             context.mkdir()
             for name in CONTEXT_FILES:
@@ -502,8 +513,47 @@ def operator_image(*, repo: Path, cache: Path, sources: Sequence[str], ref: str 
                 cache=cache,
             )
             shutil.rmtree(context)
+            image_sbom(ref=ref, out=partial / SBOM, pyproject=repo / "pyproject.toml", cache=cache)
             _archive(ref=ref, out=partial / archive.name, cache=cache)
     return archive
+
+
+def operator_sbom(archive: Path) -> Path:
+    """The SBOM made with the operator image whose archive is ``archive``."""
+    return archive.with_name(SBOM)
+
+
+def image_sbom(*, ref: str, out: Path, pyproject: Path, cache: Path) -> None:
+    """A CycloneDX SBOM (JSON) of the Python packages installed in ``ref``'s venv.
+
+    Read from the image itself: its rootfs mounted by buildah, whose venv's dist-info
+    ``cyclonedx-py environment`` lists. That command asks an interpreter for its ``sys.path``;
+    the image's own python is for another root (and maybe another version than the host's), so a
+    stand-in answers with the mounted venv's site-packages alone, the only place the image keeps
+    Python packages (the venv does not see the base's)."""
+    with working_container(image=ref, cache=cache) as container:
+        rootfs = Path(buildah("mount", container, cache=cache))
+        found = sorted((rootfs / IMAGE_VENV / "lib").glob("python3*/site-packages"))
+        if len(found) != 1:
+            raise ImageError(f"{ref}: expected one site-packages in /{IMAGE_VENV}/lib, found {found}")
+        with tempfile.TemporaryDirectory(prefix="agentihooks-swarm-sbom-") as folder:
+            interpreter = Path(folder) / "python"
+            path = shlex.quote(json.dumps([str(found[0])]))
+            interpreter.write_text(f"#!/bin/sh\nprintf '%s' {path}\n")
+            interpreter.chmod(0o755)
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "cyclonedx_py",
+                    "environment",
+                    f"--pyproject={pyproject}",
+                    "--output-reproducible",
+                    f"--output-file={out}",
+                    str(interpreter),
+                ],
+                log=build_log(cache),
+            )
 
 
 def _busybox_key(*, sources: Sequence[str], ref: str, pause_ref: str) -> str:

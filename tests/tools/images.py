@@ -1,5 +1,6 @@
 """``python -m tests.tools.images``: build the real node's images that are missing (offline, from
-Debian's packages; :mod:`tests.support.images` says how) and print ``REF TAR`` for each."""
+Debian's packages; :mod:`tests.support.images` says how) and print ``REF TAR`` for each, and on
+stderr the path of the operator image's SBOM (``sbom.cdx.json``, beside its archive)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from tests.support import images
 def main(argv: Sequence[str] | None = None) -> int:
     argparse.ArgumentParser(prog="python -m tests.tools.images", description=__doc__).parse_args(argv)
     started = time.monotonic()
-    for ref, path in images.all_images().items():
+    built = images.all_images()
+    for ref, path in built.items():
         print(ref, path)
+    print(f"sbom: {images.operator_sbom(built[images.OPERATOR_REF])}", file=sys.stderr)
     print(f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
     return 0
 

@@ -86,7 +86,21 @@ watch.allNamespaces (every namespace). Each listed one gets the Role of the work
 {{- end }}
 
 {{- define "agentihooks-swarm.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ include "agentihooks-swarm.imageRef" (dict "repository" .Values.image.repository "tag" (.Values.image.tag | default .Chart.AppVersion) "digest" .Values.image.digest) }}
+{{- end }}
+
+{{/* REPOSITORY@DIGEST when a digest is given (the runtime pulls exactly that image), else
+REPOSITORY:TAG. */}}
+{{- define "agentihooks-swarm.imageRef" -}}
+{{- if .digest -}}
+{{ .repository }}@{{ .digest }}
+{{- else -}}
+{{ .repository }}:{{ .tag }}
+{{- end -}}
+{{- end }}
+
+{{- define "agentihooks-swarm.redisImage" -}}
+{{ include "agentihooks-swarm.imageRef" .Values.redis.bundled.image }}
 {{- end }}
 
 {{/* Labels. */}}

@@ -16,7 +16,7 @@ from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import attempts, cleanup, events, model
 from tests.support import pods
 from tests.support.fixtures_rig import Rig
-from tests.support.planting import PLANTED, remove
+from tests.support.planting import PLANTED, as_the_operator_makes_it, remove
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,11 @@ async def waiting_pod(
     if deadline is not None:
         annotations[labels.STARTUP_DEADLINE] = str(deadline)
     body: Any = pods.worker_pod(
-        name=attempt.pod_name, namespace=attempt.namespace, labels=attempt.labels, annotations=annotations
+        name=attempt.pod_name,
+        namespace=attempt.namespace,
+        labels=attempt.labels,
+        annotations=annotations,
+        **as_the_operator_makes_it(attempt),
     )
     await client.CoreV1Api(api).create_namespaced_pod(attempt.namespace, body)
     for _ in range(300):
@@ -159,7 +163,11 @@ async def test_without_list_on_events_cleanup_removes_the_pod_with_no_events_fie
     kubeconfig = await rig.service_account(
         name="op",
         rules=[
-            {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "delete"]},
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "services"],
+                "verbs": ["get", "list", "delete", "patch"],
+            },
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         ],
     )
@@ -232,7 +240,8 @@ async def test_startup_deadline_sets_active_deadline_once_and_the_kubelet_fails_
             progress = await advance()
         set_count = runtime.metrics.startup_deadlines.labels(action="deadline_set")._value.get()
     assert progress.done and progress.failure_class == "image_pull"
-    assert rig.proxy.count(method="PATCH", path=r".*/pods/.*") == 1  # Set once, never again.
+    # The deadline, set once and never again; then cleanup's release of the evidence finalizer.
+    assert rig.proxy.count(method="PATCH", path=r".*/pods/.*") == 2
     assert set_count == 1
     [entry] = await rig.removed_pods(attempt)
     startup = entry["startup"]

@@ -73,10 +73,7 @@ async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and
         pinned = await cleanup.pin(runtime=runtime, store=store, guard=model.Unguarded(), attempt=attempt)
         assert isinstance(pinned, records.Journal)
         [pinned_pod] = pinned.pinned.pods
-        await client.CoreV1Api(rig.api).delete_namespaced_pod(
-            attempt.pod_name, rig.namespace, grace_period_seconds=0
-        )
-        await rig.gone(attempt)
+        await pods.force_delete(rig.api, namespace=rig.namespace, name=attempt.pod_name)
         await client.CustomObjectsApi(rig.api).delete_namespaced_custom_object(
             "swarm.agentihooks.io", "v1alpha1", rig.namespace, "executions", name
         )

@@ -9,22 +9,30 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import model
 from tests.support import builders, pods, watching
 from tests.support.fixtures_rig import Rig
 from tests.support.orphan_adoption import adopts_once, new_leader
+from tests.support.planting import as_the_operator_makes_it
 
 pytestmark = pytest.mark.integration
 
 SLUG = "orph"
 
 
-async def plant(api: client.ApiClient, *, namespace: str, execution: str) -> None:
+async def plant(api: client.ApiClient, *, namespace: str, execution: str, owner_uid: str = "") -> None:
+    """A Running worker Pod of ``execution``, owned by Execution ``owner_uid`` as the operator's
+    launch makes it (none: a look-alike). An owner that no longer exists lets the garbage collector
+    delete the Pod, which its evidence finalizer holds, Terminating, for the orphan pass."""
+    attempt = model.Attempt(
+        namespace=namespace, slug=SLUG, execution=execution, generation=1, owner_uid=owner_uid
+    )
     body = pods.worker_pod(
-        name=labels.worker_pod_name(execution=execution, generation=1),
+        name=attempt.pod_name,
         namespace=namespace,
-        labels=labels.attempt(slug=SLUG, execution=execution, generation=1),
+        labels=attempt.labels,
         phase="Running",
+        **as_the_operator_makes_it(attempt),
     )
     await client.CoreV1Api(api).create_namespaced_pod(namespace, cast(Any, body))
 
@@ -41,7 +49,13 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
         owner = records.Owner(uid=uid, namespace=where, at="2026-12-02T00:00:00Z")
         assert await store.claim(slug=SLUG, execution=name, owner=owner) == owner
     for name in ("alive", "gone", "elsewhere", "unclaimed"):
-        await plant(admin_api, namespace=namespace, execution=name)
+        await plant(
+            admin_api, namespace=namespace, execution=name, owner_uid=claims.get(name, "uid-unclaimed")
+        )
+    # Claimed by a gone Execution too, but made by someone else: a look-alike, never adopted.
+    owner = records.Owner(uid="uid-of-the-gone-twin", namespace=namespace, at="2026-12-02T00:00:00Z")
+    assert await store.claim(slug=SLUG, execution="twin", owner=owner) == owner
+    await plant(admin_api, namespace=namespace, execution="twin")
     listed: Any = await client.CoreV1Api(admin_api).list_namespaced_pod(namespace, _preload_content=False)
     leader = new_leader()
     leader.workers.begin()
@@ -60,3 +74,6 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
         )
     assert leader.table.named(namespace, "gone") == (claims["gone"],)
     assert leader.table.get(claims["alive"]) is None and leader.table.get(claims["elsewhere"]) is None
+    assert leader.table.get("uid-of-the-gone-twin") is None
+    looked = runtime.metrics.look_alike_pods.labels(path="orphans")._value.get()
+    assert looked == 1  # The twin, judged once.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -75,8 +76,8 @@ async def test_the_whole_path_and_the_read_commands_in_cluster_mode(
     cluster_topology: ClusterTopology, rig: Rig
 ) -> None:
     config = _settings(cluster_topology)
-    launched = await rig.attempt(execution="e1")
-    cleaned = await rig.attempt(execution="e2")
+    launched = dataclasses.replace(await rig.attempt(execution="e1"), slug=SLUG)
+    cleaned = dataclasses.replace(await rig.attempt(execution="e2"), slug=SLUG)
     first = await rig.plant(launched, exit_code=78, reason="Error")
     second = await rig.plant(cleaned, exit_code=78, reason="Error")
     rig.fault("403", path=r".*/log$", times=1)  # The first log read is cleanup's: journal stays.

@@ -141,7 +141,7 @@ async def _become_final(
     """The attempt's final record (written once now, or an earlier one), or the progress of an
     attempt that is not final yet."""
     pod = await runtime.cluster.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
-    if pod is not None and not attempt.owns(pod):
+    if isinstance(pod, dict) and not attempt.owns(pod):
         pod = None  # A look-alike under the worker's name is not the worker: the worker is gone.
     if pod is not None:
         seen[hand.pod] = pod

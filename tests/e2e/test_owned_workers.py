@@ -1,0 +1,223 @@
+"""Worker Pods are owned: on the real API server, with its garbage collector, and the operator as a
+process.
+
+A Pod with a worker's name and labels that its Execution does not own (a look-alike anyone who may
+create Pods can make) is neither adopted, nor captured, nor deleted: the Execution says why it did
+not launch, a Warning Event and a metric tell it. The worker Pods the operator makes are owned by
+their Execution (a controller reference by UID) and hold the evidence finalizer, so the garbage
+collector, which now deletes them on its own whenever their Execution goes first, never takes a
+refused worker's evidence with it:
+
+* a foreground delete of the Execution (the collector deletes the Pod at once);
+* an Execution gone without its cleanup (its finalizer removed by hand): the orphan pass;
+* an orphaning delete (the collector strips the Pod's owner reference): the recorded Pod UID.
+
+In each, the operator is stopped while the worker fails and the Execution is deleted, so what the
+collector does happens with no operator there to race it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from agentihooks_swarm import store as store_
+from agentihooks_swarm.kubernetes import labels, owners
+from tests.support import pods
+from tests.support.fixtures_scene import GROUP, VERSION, Scene
+from tests.support.operator_process import OperatorProcess
+from tests.support.planting import PLANTED
+from tests.support.redis_server import free_port
+
+SLUG = "owned"
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+async def _pod(scene: Scene, name: str) -> Any:
+    try:
+        return await client.CoreV1Api(scene.api).read_namespaced_pod(name, scene.namespace)
+    except client.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+async def test_a_look_alike_pod_is_neither_adopted_captured_nor_deleted(scene: Scene) -> None:
+    execution = "wanted"
+    pod_name = labels.worker_pod_name(execution=execution, generation=1)
+    await pods.plant_log(
+        cluster=scene.cluster, namespace=scene.namespace, pod=pod_name, container="worker", content=PLANTED
+    )
+    # Made before the Execution, by someone who may create Pods: the right name and labels, refused
+    # at startup (its log is what a capture would take), and no owner.
+    look_alike: Any = pods.worker_pod(
+        name=pod_name,
+        namespace=scene.namespace,
+        labels=labels.attempt(slug=SLUG, execution=execution, generation=1),
+        phase="Failed",
+        exit_code=78,
+        reason="Error",
+    )
+    await client.CoreV1Api(scene.api).create_namespaced_pod(scene.namespace, look_alike)
+    await pods.wait_for_phase(scene.api, namespace=scene.namespace, name=pod_name, phase="Failed")
+    planted = await _pod(scene, pod_name)
+    assert planted is not None
+    planted_uid = planted.metadata.uid
+
+    port = free_port()
+    process = scene.start(env={"AGENTIHOOKS_SWARM_METRICS_PORT": str(port)})
+    await scene.swarm(name=SLUG, annotations=pods.protocol_annotations(phase="Running"))
+    await scene.execution(name=execution, swarm=SLUG)
+
+    status = await scene.until_phase(execution, "Blocked", process=process)
+    [launched] = [c for c in status["conditions"] if c["type"] == "Launched"]
+    assert launched["reason"] == "PodNameTaken", status
+    assert "not owned by Execution wanted" in launched["message"], launched
+    found = await scene.events_once(execution, reasons={"LookAlikePod"}, process=process)
+    assert next(e for e in found if e[1] == "LookAlikePod")[0] == "Warning"
+    assert _metric(port, 'agentihooks_swarm_look_alike_pods_total{path="launch"}') >= 1
+
+    # Left as it was: not adopted (no grant), not captured, not deleted.
+    await asyncio.sleep(2)
+    still = await _pod(scene, pod_name)
+    assert still is not None and still.metadata.uid == planted_uid and not still.metadata.deletion_timestamp
+    assert not still.metadata.finalizers
+    grants = await client.CoreV1Api(scene.api).list_namespaced_config_map(scene.namespace)
+    assert [g.metadata.name for g in grants.items if g.metadata.name.startswith("swarm-grant-")] == []
+    assert await scene.stored(slug=SLUG, name=store_.STARTUP_DIAGNOSTICS, execution=execution) is None
+    assert await scene.stored(slug=SLUG, name=store_.HANDS, execution=execution) is None
+
+    # Its maker removes it: the Execution launches its own worker, owned by it.
+    await pods.force_delete(scene.api, namespace=scene.namespace, name=pod_name)
+    status = await scene.until_phase(execution, "Running", process=process, timeout=90)
+    own = await _pod(scene, pod_name)
+    assert own is not None and own.metadata.uid != planted_uid
+    [owner] = own.metadata.owner_references
+    uid = (await scene.get(execution))["metadata"]["uid"]
+    assert (owner.kind, owner.uid, owner.controller) == ("Execution", uid, True)
+    assert status["hand"]["podUid"] == own.metadata.uid
+
+
+async def _running_worker(scene: Scene, *, execution: str) -> tuple[OperatorProcess, str, str]:
+    """Execution ``execution`` handed, its worker Running; then the operator stopped and the worker
+    refused (Failed 78, its log planted). The stopped process, the Pod's name and UID."""
+    pod_name = labels.worker_pod_name(execution=execution, generation=1)
+    await pods.plant_log(
+        cluster=scene.cluster, namespace=scene.namespace, pod=pod_name, container="worker", content=PLANTED
+    )
+    process = scene.start()
+    await scene.swarm(name=SLUG, annotations=pods.protocol_annotations(phase="Running"))
+    await scene.execution(name=execution, swarm=SLUG)
+    await scene.until_phase(execution, "Running", process=process)
+    process.stop()
+    found = await _pod(scene, pod_name)
+    assert found is not None and found.metadata.finalizers == [owners.EVIDENCE_FINALIZER]
+    # The worker ends refused, with no operator running: the kubelet (kwok) fails it.
+    failing = pods.protocol_annotations(phase="Failed", exit_code=78, reason="Error")
+    await client.CoreV1Api(scene.api).patch_namespaced_pod(
+        pod_name, scene.namespace, {"metadata": {"annotations": failing}}
+    )
+    await pods.wait_for_phase(scene.api, namespace=scene.namespace, name=pod_name, phase="Failed")
+    return process, pod_name, found.metadata.uid
+
+
+async def _delete(scene: Scene, name: str, *, propagation: str) -> None:
+    await client.CustomObjectsApi(scene.api).delete_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        scene.namespace,
+        "executions",
+        name,
+        body=client.V1DeleteOptions(propagation_policy=propagation),
+    )
+
+
+async def _held(scene: Scene, pod_name: str, uid: str) -> None:
+    """The Pod is still there, its UID the worker's, for a few seconds of the collector's work."""
+    for _ in range(6):
+        found = await _pod(scene, pod_name)
+        assert found is not None and found.metadata.uid == uid
+        await asyncio.sleep(0.5)
+
+
+async def _captured_in_retained(scene: Scene, *, execution: str, pod_name: str, uid: str) -> None:
+    retained = await scene.stored(slug=SLUG, name=store_.RETAINED, execution=execution)
+    assert retained is not None
+    [entry] = [p for p in retained["removed"]["pods"] if p["uid"] == uid]
+    [container] = entry["startup"]["containers"]
+    assert container["terminated"]["exitCode"] == 78
+    assert container["log"].endswith(PLANTED.decode())
+    assert await _pod(scene, pod_name) is None
+
+
+async def test_a_foreground_delete_waits_for_the_refused_workers_capture(scene: Scene) -> None:
+    execution = "foreground"
+    _, pod_name, uid = await _running_worker(scene, execution=execution)
+    await _delete(scene, execution, propagation="Foreground")
+
+    # The collector deletes the worker at once; its evidence finalizer holds it, readable.
+    async def deleting() -> bool:
+        found = await _pod(scene, pod_name)
+        return found is not None and found.metadata.deletion_timestamp is not None
+
+    await scene.until(deleting, what="the collector to delete the worker")
+    await _held(scene, pod_name, uid)
+
+    process = scene.start()
+    await scene.until_gone(execution, process=process, timeout=90)
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+
+
+async def test_an_execution_gone_without_its_cleanup_leaves_its_worker_to_the_orphan_pass(
+    scene: Scene,
+) -> None:
+    execution = "vanished"
+    _, pod_name, uid = await _running_worker(scene, execution=execution)
+    # Its finalizer removed by hand, then deleted: gone at once, and the collector deletes its worker.
+    await client.CustomObjectsApi(scene.api).patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        scene.namespace,
+        "executions",
+        execution,
+        [{"op": "remove", "path": "/metadata/finalizers"}],
+    )
+    await _delete(scene, execution, propagation="Background")
+
+    async def deleting() -> bool:
+        found = await _pod(scene, pod_name)
+        return found is not None and found.metadata.deletion_timestamp is not None
+
+    await scene.until(deleting, what="the collector to delete the orphaned worker")
+    await _held(scene, pod_name, uid)
+
+    process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "1"})
+
+    async def retained() -> Any:
+        return await scene.stored(slug=SLUG, name=store_.RETAINED, execution=execution)
+
+    await scene.until(retained, what="the orphan pass to clean the attempt up", process=process, timeout=90)
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+
+
+async def test_an_orphaning_delete_still_cleans_up_the_worker_it_unowned(scene: Scene) -> None:
+    execution = "orphaning"
+    _, pod_name, uid = await _running_worker(scene, execution=execution)
+    await _delete(scene, execution, propagation="Orphan")
+
+    async def unowned() -> bool:
+        found = await _pod(scene, pod_name)
+        return found is not None and not found.metadata.owner_references
+
+    await scene.until(unowned, what="the collector to strip the worker's owner reference")
+    process = scene.start()
+    await scene.until_gone(execution, process=process, timeout=90)
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)

@@ -521,11 +521,26 @@ async def force_delete(api: client.ApiClient, *, namespace: str, name: str) -> N
     does (``kubectl delete --force`` then removing its finalizers): the Pod is gone on return, its
     evidence finalizer notwithstanding."""
     core = client.CoreV1Api(api)
+    try:
+        uid = (await core.read_namespaced_pod(name, namespace)).metadata.uid
+    except ApiException as error:
+        if error.status == 404:
+            return
+        raise
     with contextlib.suppress(ApiException):
         await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
     with contextlib.suppress(ApiException):
-        await core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
-    await wait_for_absent(read=lambda: core.read_namespaced_pod(name, namespace), what=name)
+        # The UID in the patch: never another Pod that took the name meanwhile.
+        await core.patch_namespaced_pod(name, namespace, {"metadata": {"uid": uid, "finalizers": None}})
+
+    async def same() -> object:
+        # Gone once the name is free or another Pod (an operator's own, made at once) holds it.
+        found = await core.read_namespaced_pod(name, namespace)
+        if found.metadata.uid != uid:
+            raise ApiException(status=404, reason="replaced")
+        return found
+
+    await wait_for_absent(read=same, what=name)
 
 
 async def pod_exists(api: client.ApiClient, *, namespace: str, name: str) -> bool:

@@ -138,6 +138,7 @@ def section(*, results: Sequence[Result], revision: Revision) -> list[str]:
     if not found:
         lines.append(_row(["no pairs", "", "", *("" for _ in FIGURES)]))
     lines += ["", *_medians(found=found)]
+    lines += _planted(results=results)
     configurations = list(dict.fromkeys((s, n) for s, n, _ in found))
     if configurations:
         tree = [r for r in results if not r.revision]
@@ -170,6 +171,28 @@ def _medians(*, found: dict[tuple[Scenario, int, Mode], list[tuple[Result, Resul
         ]
         lines.append(_row([scenario, n, mode, *cells]))
     return lines
+
+
+def _planted(*, results: Sequence[Result]) -> list[str]:
+    """How each side's scenario A Pods were planted, when the two sides differ in it."""
+    sides = {
+        "working tree" if not r.revision else "REV": r.planted_finalizer
+        for r in results
+        if r.scenario == "A" and r.planted_finalizer is not None
+    }
+    if len(set(sides.values())) < 2:
+        return []
+    with_it = " and ".join(side for side, finalizer in sides.items() if finalizer)
+    without = " and ".join(side for side, finalizer in sides.items() if not finalizer)
+    return [
+        "",
+        f"Scenario A's planted Pods carry the evidence finalizer on the {with_it} side only, as "
+        f"each side's own launch makes its Pods: the {without} operator deletes a Pod but never "
+        "releases a finalizer it does not know, so such a Pod would stay terminating and never be "
+        "gone. Both sides' Pods are owned by their Execution (an operator without ownership ignores "
+        "the reference). The release (one PATCH per Pod, and the Pod going only after it) is a cost "
+        f"of the {with_it} side, and stays in its figures.",
+    ]
 
 
 def _figure(*, figure: Figure, values: Sequence[float]) -> str:

@@ -184,7 +184,9 @@ def normalise(call: Call) -> str:
     elif "fieldSelector=involvedObject.kind=Pod" in call.query:
         kind = "?fieldSelector=involvedObject.kind=Pod"
     elif "labelSelector=" in call.query:
-        kind = "?labelSelector={attempt}"
+        selector = call.query.split("labelSelector=", 1)[1].split("&", 1)[0]
+        # An attempt's pin names its labels' values; the worker Pods' list only asks for a key.
+        kind = "?labelSelector={attempt}" if "=" in selector else "?labelSelector={key}"
     return f"{call.method} {path}{kind}"
 
 
@@ -194,10 +196,20 @@ def per_pod(calls: Sequence[Call], *, pods: int) -> dict[str, float]:
     return {name: count / pods for name, count in sorted(counted.items()) if not operator_wide(name)}
 
 
+#: The API discovery kopf and the client do at start-up: ``/api``, ``/api/v1``, ``/apis``, ``/apis/G/V``.
+_DISCOVERY: Final = re.compile(r"^GET (/api|/api/v1|/apis|/apis/[^/]+/[^/]+)$")
+#: A whole collection listed with no selector (what a watch starts from), cluster-wide or in {ns}.
+_LIST: Final = re.compile(r"^GET (/api/v1|/apis/[^/]+/[^/]+)(/namespaces/\{ns\})?/[a-z]+$")
+
+
 def operator_wide(name: str) -> bool:
-    """Watches, the Events index's list and the leadership Lease cost per operator and per second,
-    not per Pod."""
-    return name.endswith(("?watch", "?fieldSelector=involvedObject.kind=Pod")) or "/leases" in name
+    """Requests that cost per operator (its start, a watch's restart) and per second, not per Pod:
+    watches and the lists they start from (the Events index's, the worker Pods' by label key, whole
+    collections), the API discovery, and the leadership Lease."""
+    if _DISCOVERY.match(name) or _LIST.match(name):
+        return True
+    per_operator = ("?watch", "?fieldSelector=involvedObject.kind=Pod", "?labelSelector={key}")
+    return name.endswith(per_operator) or "/leases" in name
 
 
 def operator_wide_calls(calls: Iterable[Call]) -> dict[str, int]:

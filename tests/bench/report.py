@@ -40,6 +40,28 @@ _EXECUTION = "/apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/executions/{ex
 WHY: Final[dict[str, str]] = {
     f"DELETE {_POD}/{{pod}}": "minimum: the delete by pinned UID",
     f"GET {_POD}/{{pod}}/log": "minimum: the log of the one terminated container",
+    f"PATCH {_POD}/{{pod}}": (
+        "the release of the evidence finalizer (`swarm.agentihooks.io/evidence`, in every worker "
+        "Pod's create body): after the delete, one JSON patch testing the Pod's UID and the "
+        "finalizer's index removes it, and only then is the Pod gone. It kept the Pod readable "
+        "(terminating, not gone) until its evidence was stored, whoever deleted it"
+    ),
+    f"GET {_EXECUTION}": (
+        "the launch reads the Execution's spec: the table of Executions in flight keeps none "
+        "(a task may be 1 MB, and thousands may wait)"
+    ),
+    "GET /api/v1/namespaces/{ns}/secrets/{name}": (
+        "per Swarm, not per Pod: the Swarm's worker credential Secret (docs/workers.md), ensured "
+        "before a launch once per interval and by the leader's pass; the launches that start "
+        "together before the first ensure is done each read it (at most one per step worker). In "
+        "A, counted from the operator's start with every launch at once, a few reads / N"
+    ),
+    "POST /api/v1/namespaces/{ns}/secrets": (
+        "per Swarm, not per Pod: the Swarm's worker credential Secret is created once"
+    ),
+    "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}/status": (
+        "per Swarm, not per Pod: the Swarm's `WorkerCredential` condition"
+    ),
     f"PATCH {_EXECUTION}": (
         "the operator's finalizer: put on before the worker exists (so that deleting the "
         "Execution waits for its cleanup) and removed once the attempt is Done and cleaned up; "
@@ -69,8 +91,9 @@ WHY: Final[dict[str, str]] = {
 WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ("A", f"GET {_POD}/{{pod}}"): (
         "1 is the spec's re-read (launch removal, step 1); 1 is the adoption read: the launch "
-        "creates the Pod first, the planted Pod answers 409, and the Pod is read to check its "
-        "labels before it is adopted. Without a planted Pod (the usual launch) there is no adoption read"
+        "creates the Pod first, the planted Pod answers 409, and the Pod is read to check that its "
+        "Execution owns it (controller reference by UID) before it is adopted. Without a Pod left "
+        "by an earlier launch (the usual launch) there is no adoption read"
     ),
     ("B", f"GET {_POD}/{{pod}}"): (
         "the finality check: each step of a launched attempt reads the Pod until it is Failed (more "
@@ -87,7 +110,8 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
         "A step that finds the worker still running writes nothing"
     ),
     ("A", f"POST {_POD}"): (
-        "the launch creates the worker Pod (create-or-adopt); the planted Pod answers 409 AlreadyExists"
+        "the launch creates the worker Pod (create-or-adopt); the planted Pod, as a launch that "
+        "stopped before recording its hand left it, answers 409 AlreadyExists"
     ),
     ("B", f"POST {_POD}"): "the launch creates the worker Pod",
     ("A", "POST /api/v1/namespaces/{ns}/events"): (
@@ -748,11 +772,12 @@ def _api_requests(results: Sequence[Result]) -> list[str]:
     parts = [
         "## API requests per refused Pod",
         "",
-        "Every request the operator sent through the counting proxy from the first Execution until "
-        "the operator went quiet, divided by N, by method and path with names replaced by "
-        "placeholders. Watches and the leadership Lease are per operator, not per Pod, and are left "
-        "out (listed below the tables). The minimum is what the spec needs for a refused Pod with "
-        "one terminated container: one re-read, one log read, one delete.",
+        "Every request the operator sent through the counting proxy from the first Execution (A: "
+        "from the operator's process start) until the operator went quiet, divided by N, by method "
+        "and path with names replaced by placeholders. Watches, the lists they start from, the API "
+        "discovery and the leadership Lease are per operator, not per Pod, and are left out (listed "
+        "below the tables). The minimum is what the spec needs for a refused Pod with one "
+        "terminated container: one re-read, one log read, one delete.",
         "",
     ]
     for scenario in sorted({r.scenario for r in results}):
@@ -769,7 +794,8 @@ def _redis_and_cpu(results: Sequence[Result], *, nproc: int) -> list[str]:
     return [
         "## Redis",
         "",
-        "`INFO commandstats` deltas from the first Execution until the operator went quiet, per "
+        "`INFO commandstats` deltas from the first Execution (A: from before the operator's start) "
+        "until the operator went quiet, per "
         "refused Pod (the bench's own `HLEN`/`INFO` polling left out); the mean size of the "
         "scenario's records (A: `attempt-startup-diagnostics`, B: `attempt-retained`, whose "
         "`removed.pods[].startup` holds the capture); and `used_memory` growth per Execution "
@@ -780,7 +806,8 @@ def _redis_and_cpu(results: Sequence[Result], *, nproc: int) -> list[str]:
         "",
         "## Where the CPU goes",
         "",
-        "CPU seconds per process from the first Execution until the operator went quiet "
+        "CPU seconds per process from the first Execution (A: the operator's start line) until the "
+        "operator went quiet "
         f"(`/proc/PID/stat`), and the machine's busy share of its {nproc} CPUs over that window.",
         "",
         *_cpu_table(results, nproc),
@@ -793,12 +820,16 @@ def _definitions(results: Sequence[Result]) -> list[str]:
     return [
         "## Definitions",
         "",
-        "- **Scenario A, refused at launch**: N worker Pods are planted first, already `Failed` "
-        "(exit 78, the planted log line `worker startup refused: planted kind refusal`), each with "
-        "its Execution's attempt labels and name `swarm-worker-<execution>-1`; then N Executions "
-        "for a project outside the Swarm's registration. The operator adopts each Pod, the hand is "
-        "refused (`project_unpermitted`), and launch removal captures, stores the record with "
-        "`HSETNX` and deletes the Pod.",
+        "- **Scenario A, refused at launch**: what launches that stopped before recording their "
+        "hands leave, found by an operator that starts. With no operator running, N Executions "
+        "for a project outside the Swarm's registration are created, then each one's worker Pod "
+        "`swarm-worker-<execution>-1` is planted as its launch makes it: its attempt labels, a "
+        "controller ownerReference to its Execution by UID and, when the operator under test "
+        "releases it, the evidence finalizer; already `Failed` (exit 78, the planted log line "
+        "`worker startup refused: planted kind refusal`). Once every Pod is Failed the operator "
+        "starts. It adopts each Pod (its Execution owns it), the hand is refused "
+        "(`project_unpermitted`), and launch removal captures, stores the record with `HSETNX`, "
+        "deletes the Pod and releases its finalizer.",
         f"- **Scenario B, failed after the hand**: N Executions of a Swarm whose worker template "
         f"makes kwok run the Pod for {RUN_FOR} and then fail it with 78. The step that finds the "
         "worker Failed (the resync steps every Execution in flight every "
@@ -816,10 +847,14 @@ def _definitions(results: Sequence[Result]) -> list[str]:
         + ") talking to kube-apiserver through the counting proxy (`tests/support/proxy.py`, no "
         "fault rules). Each configuration runs several times (see Results), each capture run next to a "
         "baseline run; which goes first alternates from pair to pair.",
-        f"- The N Executions are created {CREATE_PARALLELISM} at a time straight to the API server "
-        "(not through the proxy); the time that takes is part of the wall time.",
-        "- **Refusal time**: A: the moment the bench sends the Execution's create request (its "
-        "Pod is already Failed). B: the moment the bench's Pod watch delivers the Pod in phase "
+        f"- The N Executions (and A's Pods) are created {CREATE_PARALLELISM} at a time straight to "
+        "the API server (not through the proxy). In B that time is part of the wall time; in A it "
+        "is before the operator starts.",
+        "- **Refusal time**: A: the operator's start, the moment the bench sees its "
+        "`agentihooks-swarm started` line (logged once its Lease is decided, as its tasks start; "
+        "polled every 0.1 s): every worker was refused and Failed before, and none could be "
+        "handled sooner; the interpreter's imports before that line are left out. B: the moment "
+        "the bench's Pod watch delivers the Pod in phase "
         "`Failed` (the container's `finishedAt` has whole seconds only; the watch lags it by at "
         "most "
         + ", ".join(
@@ -833,13 +868,17 @@ def _definitions(results: Sequence[Result]) -> list[str]:
         "record stored in capture mode, refusal → Pod gone in baseline mode. **Last**: from the "
         "run's first refusal to its last record stored (capture) or last Pod gone (baseline): when "
         "the burst's evidence was complete.",
-        "- **Wall time**: from the first create request to the last Pod gone and (capture) the last "
-        "record stored. **Pods/s**: N / wall time. **Wall c/b**: a capture run's wall time / the wall "
+        "- **Wall time**: from the clock's start (A: the operator's start; B: the first create "
+        "request) to the last Pod gone and (capture) the last record stored. **Pods/s**: N / wall "
+        "time. **Wall c/b**: a capture run's wall time / the wall "
         "time of the baseline run next to it (same N, same repeat); its median over the repeats is "
         "the figure the target is judged on.",
         f"- **Settled**: every Pod gone, every record stored, every Execution `Done`, and no request "
         f"but watches and the Lease for {QUIET_SECONDS:.0f} s. API, Redis and CPU figures cover "
-        "the first create request until then; the operator's peak RSS (`VmHWM`) and CPU seconds "
+        "the first create request (B) until then; in A, the API requests and Redis commands count "
+        "from the operator's process start (its work starts at once) and the CPU window from its "
+        "start line, and its start-up's lists, discovery and per-Swarm requests show as per operator "
+        "or at 1 / N; the operator's peak RSS (`VmHWM`) and CPU seconds "
         "(utime + stime, plus reaped children's, from `/proc/PID/stat`) are read just before it is "
         "stopped, so they include its start-up.",
     ]

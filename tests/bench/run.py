@@ -1,9 +1,21 @@
 """One measured run: a scenario at one N in one mode, on a fresh namespace with a fresh operator.
 
-Scenario A (refused at launch): N worker Pods are planted first, already Failed with exit 78 and
-the planted log line, each with its Execution's attempt labels; then N Executions for a project
-outside the Swarm's registration. The operator adopts each Pod, the hand is refused
-(``project_unpermitted``) and launch removal captures, stores (capture mode) and deletes.
+Scenario A (refused at launch): what a launch that stopped before recording its hand leaves,
+found by an operator that starts. With no operator running, N Executions for a project outside
+the Swarm's registration are created, then each one's worker Pod is planted as the launch makes
+it: owned by its Execution (a controller ownerReference by UID) and, when the operator under test
+releases it, carrying the evidence finalizer (:func:`makes_owned_pods`), already Failed with exit
+78 and the planted log line. Once every Pod is Failed the operator starts; it adopts each Pod (its
+Execution owns it), the hand is refused (``project_unpermitted``) and launch removal captures,
+stores (capture mode), deletes and releases the finalizer.
+
+A's clock starts when the operator has started: the bench sees its ``agentihooks-swarm started``
+line (logged once its Lease is decided, as its tasks start; polled every 0.1 s), so the
+interpreter's imports are not in the wall time. Every Pod is refused from that moment (all of
+them are there already), so each Pod's latency is from the operator's start to its evidence, and
+the wall time is from the start to the last evidence. The operator's requests and Redis commands
+are counted from its process start (nothing is left out: its work starts at once); its start-up's
+lists are per operator (:func:`tests.bench.measure.operator_wide`).
 
 Scenario B (failed after a successful hand): N Executions of a Swarm whose worker template makes
 kwok run the Pod briefly and fail it with 78; final cleanup (the passes over the Executions in
@@ -31,7 +43,7 @@ from typing import Any, Final, Literal
 import redis
 
 from agentihooks_swarm import store as store_
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes import labels, owners
 from tests.bench import kube, measure
 from tests.support import builders, pods
 from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
@@ -160,7 +172,8 @@ class Result:
     peak_rss_mib: float
     cpu_seconds: float
     create_seconds: float
-    """How long creating the N Executions took (they arrive over this time)."""
+    """How long creating the N Executions took (B: they arrive over this time, within the wall time;
+    A: before the operator starts, outside it)."""
     rss_end_mib: float = 0.0
     """VmRSS when the operator is stopped (next to the peak: held, or a passing spike?)."""
     cpu_window: dict[str, float] = field(default_factory=dict)
@@ -176,6 +189,9 @@ class Result:
     """From the first refusal to the last evidence: record stored (capture), Pod gone (baseline)."""
     revision: str = ""
     """``--against``: the short hash of the revision whose operator ran; empty for the working tree."""
+    planted_finalizer: bool | None = None
+    """A: whether the planted Pods carried the evidence finalizer (only where the run's operator
+    releases it, :func:`makes_owned_pods`); None in B, whose Pods the operator makes."""
 
     @property
     def throughput(self) -> float:
@@ -194,6 +210,32 @@ def pod_name(execution: str) -> str:
     return labels.worker_pod_name(execution=execution, generation=1)
 
 
+#: Where an operator's source keeps the evidence finalizer (and its ownerReferences) if it has one.
+OWNERS_MODULE: Final = Path("operator") / "agentihooks_swarm" / "kubernetes" / "owners.py"
+
+
+def makes_owned_pods(source: Path) -> bool:
+    """Whether the operator in ``source`` (a checkout) puts the evidence finalizer on its worker Pods
+    and releases it. An older operator deletes a Pod but never releases a finalizer it does not know,
+    so a Pod planted with one would stay Terminating and never be gone."""
+    return (source / OWNERS_MODULE).exists()
+
+
+def planted_pod(*, namespace: str, execution: str, uid: str, finalizer: bool) -> dict[str, Any]:
+    """Scenario A's worker Pod of ``execution`` (UID ``uid``) as its launch left it: owned by the
+    Execution, Failed with 78; with the evidence finalizer when the operator under test releases it."""
+    return pods.worker_pod(
+        name=pod_name(execution),
+        namespace=namespace,
+        phase="Failed",
+        exit_code=78,
+        reason="Error",
+        labels=labels.attempt(slug=SLUG, execution=execution, generation=1),
+        owner_references=[owners.execution_reference(name=execution, uid=uid)],
+        finalizers=[owners.EVIDENCE_FINALIZER] if finalizer else (),
+    )
+
+
 async def create_namespace(api: kube.Api, *, name: str) -> str:
     """A new namespace ``name``, once its ``default`` ServiceAccount exists."""
     await api.request(
@@ -209,19 +251,16 @@ async def create_namespace(api: kube.Api, *, name: str) -> str:
 
 
 async def _plant_failed_pods(
-    api: kube.Api, observer: kube.Observer, *, namespace: str, executions: list[str]
+    api: kube.Api, observer: kube.Observer, *, namespace: str, owners_: dict[str, str], finalizer: bool
 ) -> None:
-    """Scenario A: each Execution's worker Pod, already Failed with 78, as tests/e2e plants one."""
+    """Scenario A: each Execution's worker Pod (``owners_``: Execution name to UID) as its launch
+    left it (:func:`planted_pod`); returns once every one is Failed."""
+    executions = list(owners_)
 
     async def create(index: int) -> None:
         execution = executions[index]
-        body = pods.worker_pod(
-            name=pod_name(execution),
-            namespace=namespace,
-            phase="Failed",
-            exit_code=78,
-            reason="Error",
-            labels=labels.attempt(slug=SLUG, execution=execution, generation=1),
+        body = planted_pod(
+            namespace=namespace, execution=execution, uid=owners_[execution], finalizer=finalizer
         )
         await api.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 
@@ -265,6 +304,8 @@ class Run:
         self.executions = execution_names(n)
         self.namespace: str | None = None
         self.redis = redis.Redis(host="127.0.0.1", port=redis_server.port, decode_responses=True)
+        #: A: whether the planted Pods carry the evidence finalizer (the operator under test releases it).
+        self.finalizer = makes_owned_pods(REPO if source is None else source)
         self.record_key = store_.key(
             PREFIX, SLUG, store_.STARTUP_DIAGNOSTICS if scenario == "A" else store_.RETAINED
         )
@@ -300,8 +341,15 @@ class Run:
             )
             swarm = builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour)
         await api.request("POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/swarms", swarm)
+        created_in = 0.0
         if self.scenario == "A":
-            await _plant_failed_pods(api, observer, namespace=namespace, executions=self.executions)
+            # The Executions first (nothing steps them yet), then the Pods their launches left.
+            began = time.time()
+            uids = await self._create_executions(api, namespace=namespace, sent=[0.0] * self.n)
+            created_in = time.time() - began
+            await _plant_failed_pods(
+                api, observer, namespace=namespace, owners_=uids, finalizer=self.finalizer
+            )
 
         self.redis.flushall()
         memory_before = int(self.redis.info("memory")["used_memory"])
@@ -322,10 +370,23 @@ class Run:
         )
         profiler: subprocess.Popen[bytes] | None = None
         try:
+            if self.scenario == "A":  # Its work starts with it: every Redis command counts from here.
+                self.redis.config_resetstat()
             operator.start()
+            started = time.time()
             if self.profile and operator.popen is not None:
                 profiler = _py_spy(operator.popen.pid, self.workdir / f"{self.label}.py-spy.txt")
-            return await self._drive(api, observer, namespace, proxy, operator, monitor, memory_before)
+            return await self._drive(
+                api,
+                observer,
+                namespace,
+                proxy,
+                operator,
+                monitor,
+                memory_before,
+                started=started if self.scenario == "A" else None,
+                created_in=created_in,
+            )
         finally:
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
@@ -343,14 +404,23 @@ class Run:
         operator: OperatorProcess,
         monitor: measure.Monitor,
         memory_before: int,
+        *,
+        started: float | None = None,
+        created_in: float = 0.0,
     ) -> Result:
+        """Measure until settled. ``started`` (A): when the operator started, with every Execution
+        and Pod in place: the clock starts there and every request since the process started counts.
+        Without it (B) the Executions are created now, once the operator's start-up is over."""
         assert operator.popen is not None
         sent = [0.0] * self.n
-        # Count from when the operator watches Executions and its start-up discovery is over.
-        await proxy.wait_for_count(path=r".*/executions", query=WATCH_QUERY, timeout=30)
-        await asyncio.sleep(1.0)
-        mark = len(proxy.calls())
-        self.redis.config_resetstat()
+        if started is None:
+            # Count from when the operator watches Executions and its start-up discovery is over.
+            await proxy.wait_for_count(path=r".*/executions", query=WATCH_QUERY, timeout=30)
+            await asyncio.sleep(1.0)
+            mark = len(proxy.calls())
+            self.redis.config_resetstat()
+        else:
+            mark = 0
         meter = measure.CpuMeter(
             pids={
                 "operator": operator.popen.pid,
@@ -360,9 +430,13 @@ class Run:
             }
         )
         meter.start()
-        began = time.time()
-        await self._create_executions(api, namespace=namespace, sent=sent)
-        created = time.time()
+        if started is None:
+            began = time.time()
+            await self._create_executions(api, namespace=namespace, sent=sent)
+            created_in = time.time() - began
+        else:
+            began = started
+            sent = [started] * self.n  # Every worker was refused before the operator started.
         complete = await self._until_settled(observer, proxy=proxy, operator=operator, mark=mark)
         settled = time.time()
         cpu_window, busy_share = meter.stop()
@@ -406,7 +480,7 @@ class Run:
             peak_rss_mib=figures.peak_rss_mib,
             rss_end_mib=figures.rss_mib,
             cpu_seconds=figures.cpu_seconds,
-            create_seconds=created - began,
+            create_seconds=created_in,
             cpu_window=cpu_window,
             machine_busy=busy_share,
             watch_lag_max=max(times.lags) if times.lags else None,
@@ -414,21 +488,25 @@ class Run:
             repeat=self.repeat,
             evidence_last=times.last_record if capture else times.last_gone,
             revision=self.revision,
+            planted_finalizer=self.finalizer if self.scenario == "A" else None,
         )
 
-    async def _create_executions(self, api: kube.Api, *, namespace: str, sent: list[float]) -> None:
-        """The N Executions, :data:`CREATE_PARALLELISM` at a time; ``sent[i]``: when the i-th was sent."""
+    async def _create_executions(self, api: kube.Api, *, namespace: str, sent: list[float]) -> dict[str, str]:
+        """The N Executions, :data:`CREATE_PARALLELISM` at a time; ``sent[i]``: when the i-th was sent.
+        Returns each one's UID by name."""
         project = "outside-the-registration" if self.scenario == "A" else "allowed"
+        uids: dict[str, str] = {}
 
         async def create(index: int) -> None:
-            body = builders.execution(
-                name=self.executions[index], namespace=namespace, swarm=SLUG, project=project
-            )
-            await api.request(
+            name = self.executions[index]
+            body = builders.execution(name=name, namespace=namespace, swarm=SLUG, project=project)
+            made = await api.request(
                 "POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions", body
             )
+            uids[name] = str(made["metadata"]["uid"])
 
         await kube.bounded(self.n, CREATE_PARALLELISM, create, at=sent)
+        return {name: uids[name] for name in self.executions}
 
     async def _until_settled(
         self, observer: kube.Observer, *, proxy: FaultProxy, operator: OperatorProcess, mark: int
@@ -464,8 +542,8 @@ class Run:
                 return complete
 
     def _times(self, observer: kube.Observer, *, sent: list[float], stored_at: dict[str, float]) -> _Times:
-        """When each Execution's worker was refused (A: its Execution sent; B: its Pod seen Failed),
-        its Pod gone and its record stored."""
+        """When each Execution's worker was refused (A: the operator's start, in ``sent``; B: its
+        Pod seen Failed), its Pod gone and its record stored."""
         refused_at: dict[str, float] = {}
         lags: list[float] = []
         for index, execution in enumerate(self.executions):

@@ -6,13 +6,19 @@ Workers are played by kwok from each Swarm's template (``tests/support/pods.py``
 the Swarms below give the mix: workers that fail after the hand with various exit codes, one
 OOMKilled, workers that succeed, workers that never start (a waiting state and a short startup
 deadline). Executions for a project outside the registration are refused at launch: either the
-operator creates their Pod (it is usually still Pending when launch removal reads it, so it is
-deleted without a capture), or the soak plants it first, already failed, and the operator adopts
-it (launch removal captures it). Some Executions are cancelled or deleted at a random moment,
-some names are used again after the first Execution of that name was Done and deleted (the new
-one is ``Invalid``, ``NameInUse``), some names are forgotten and applied again as the
-``NameInUse`` condition tells a user to (the Execution deleted, ``records forget``, the same name
-applied: a new life of the name, launched), and two Swarms' templates change mid-run.
+operator creates their Pod (refused-created: it is usually still Pending when launch removal reads
+it, so it is deleted without a capture), or (refused-adopted) the soak creates the Execution and at
+once its worker Pod, owned by the new Execution's UID with the evidence finalizer and already
+failed, as a launch that crashed before recording its hand leaves it, and the operator adopts it
+(launch removal captures it). The operator runs meanwhile, so its own create sometimes comes
+first (the soak's gets 409, :attr:`tests.soak.workload.Tally.adopted_lost_race`): the refused-
+adopted Swarms' template fails its workers as the planted Pod fails (same exit code, at once), so
+the operator's own Pod is then refused the same way and judged like any other. Some Executions
+are cancelled or deleted at a random moment, some names are used again after the first Execution
+of that name was Done and deleted (the new one is ``Invalid``, ``NameInUse``), some names are
+forgotten and applied again as the ``NameInUse`` condition tells a user to (the Execution deleted,
+``records forget``, the same name applied: a new life of the name, launched), and two Swarms'
+templates change mid-run.
 
 **Two durability settings in one run.** The operators start with ``REDIS_MIN_REPLICAS=1`` (what
 docs/redis.md asks for a Redis with replicas: a write a delete depends on waits for a replica), and
@@ -160,6 +166,8 @@ class SwarmPlan:
     startup_deadline_seconds: int | None = None
     real: RealWorker = field(default_factory=RealWorker)
     """The same behaviour on the real node."""
+    exit_code: int | None = None
+    """refused-adopted: the exit code of its workers and of the Pods the soak plants for it."""
 
 
 def _exits(code: int, *, run_for: str, sleep: int, reason: str | None = None) -> SwarmPlan:
@@ -172,6 +180,21 @@ def _exits(code: int, *, run_for: str, sleep: int, reason: str | None = None) ->
         real=RealWorker(script=f"sleep {sleep}; exit {code}"),
     )
 
+
+def _refused(code: int) -> SwarmPlan:
+    """A Swarm for refused-adopted Executions: its workers fail at once with ``code``, as the Pod
+    the soak plants for them does (:func:`tests.soak.workload.Workload._plant_failed_pod`)."""
+    return SwarmPlan(
+        f"refused{code}",
+        "refused-adopted",
+        pods.protocol_annotations(phase="Failed", exit_code=code),
+        real=RealWorker(script=f"exit {code}"),
+        exit_code=code,
+    )
+
+
+#: Exit codes of the Pods the soak plants for refused-adopted Executions (one Swarm each).
+_ADOPTED_EXIT_CODES: Final = (1, 78, 126, 127)
 
 SWARMS: Final[tuple[SwarmPlan, ...]] = (
     _exits(1, run_for="1s", sleep=1),
@@ -210,6 +233,7 @@ SWARMS: Final[tuple[SwarmPlan, ...]] = (
         startup_deadline_seconds=4,
         real=RealWorker(script="exit 0", missing_secret=True),
     ),
+    *(_refused(code) for code in _ADOPTED_EXIT_CODES),
 )
 #: Template changes mid-run: (Swarm, its new annotations, its new real-node behaviour, when as a
 #: share of the run).
@@ -235,8 +259,6 @@ _KIND_WEIGHTS: Final[Mapping[Kind, float]] = {
     "succeeds": 0.22,
     "never-starts": 0.12,
 }
-#: Exit codes of the Pods the soak plants for refused-adopted Executions.
-_ADOPTED_EXIT_CODES: Final = (1, 78, 126, 127)
 
 
 @dataclass(frozen=True)
@@ -258,7 +280,7 @@ class ExecutionPlan:
     """forget: applied again while the ``redis-lost-writes`` fault of this index (in the plan's
     order of those faults) holds the replicas' links."""
     exit_code: int | None = None
-    """refused-adopted: the planted Pod's exit code."""
+    """refused-adopted: the planted Pod's exit code (its Swarm's)."""
 
     @property
     def project(self) -> str:
@@ -411,11 +433,14 @@ def _first_lives(
     by_kind: dict[Kind, list[SwarmPlan]] = {}
     for swarm in SWARMS:
         by_kind.setdefault(swarm.kind, []).append(swarm)
+    # refused-created takes any Swarm that launches workers; refused-adopted's fail at once.
+    launching = [s for s in SWARMS if s.kind != "refused-adopted"]
+    swarms = {s.slug: s for s in SWARMS}
     planned: list[ExecutionPlan] = []
     spacing = period * 0.85 / max(count, 1)  # The last sixth of the period is for the names used again.
     for index in range(count):
         kind: Kind = rng.choices(kinds, weights)[0]
-        slug = rng.choice(by_kind.get(kind) or SWARMS).slug
+        slug = rng.choice(by_kind.get(kind) or launching).slug
         roll = rng.random()
         action: Action | None = None
         if roll < cancel_share:
@@ -432,7 +457,7 @@ def _first_lives(
                 at=round(index * spacing + rng.uniform(0, spacing), 3),
                 action=action,
                 action_after=round(after, 3) if action else 0.0,
-                exit_code=rng.choice(_ADOPTED_EXIT_CODES) if kind == "refused-adopted" else None,
+                exit_code=swarms[slug].exit_code,
             )
         )
     return planned

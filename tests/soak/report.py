@@ -155,6 +155,7 @@ class Report:
                     if name.startswith("executions ")
                 ),
             ),
+            ("refused-adopted", self._adopted()),
             ("worker Pods seen", str(counts["worker pods seen"])),
             ("refused Pods (gone)", str(counts["refused pods gone"])),
             ("captures verified", self._captures()),
@@ -193,6 +194,17 @@ class Report:
             + (f" (skipped {len(tally.reuse_skipped)})" if tally.reuse_skipped else "")
             + "; "
             + ", ".join(f"{k} {v}" for k, v in sorted(tally.actions.items()))
+        )
+
+    def _adopted(self) -> str:
+        counts, tally = self.verdicts.counts, self.tally
+        seen = counts["refused-adopted: the operator's Pods seen"]
+        gone = counts["refused-adopted: the operator's Pods refused and gone"]
+        return (
+            f"{tally.adopted_planted} worker Pods planted (owned, already failed) for the operator to "
+            f"adopt; **{tally.adopted_lost_race}** lost the race (the operator's own create came first, "
+            f"the workload's got 409): their worker is the operator's Pod ({seen} seen, {gone} refused "
+            f"and gone); {tally.adopted_name_in_use} names used again (Invalid, NameInUse: none planted)"
         )
 
     def _captures(self) -> str:

@@ -308,6 +308,7 @@ def _judge(rig: Rig, options: Options, *, seen: _Seen, restores: Sequence[Restor
     )
     verdicts.extend(rules.judge_done(pods, executions, attributed=attributed, origin=origin))
     verdicts.extend(rules.judge_reapplied(pods, executions, workload.forgets, attributed=attributed))
+    verdicts.extend(rules.count_lost_races(pods, workload.lost_race, attributed=attributed))
     return verdicts
 
 
@@ -325,7 +326,7 @@ def _notes(seen: _Seen) -> list[str]:
         )
     if seen.tally.adopted_not_failed:
         notes.append(
-            f"{seen.tally.adopted_not_failed} planted Pods were not yet Failed when their Execution came"
+            f"{seen.tally.adopted_not_failed} planted Pods were not seen Failed within 10 s of their create"
         )
     return notes
 

@@ -21,6 +21,7 @@ from tests.soak.checker import model, observe, rules
 from tests.soak.checker.model import Capture, ExecutionHistory, Forgotten, PodHistory, Restore
 from tests.soak.faults import Alone
 from tests.soak.redis_set import Gate
+from tests.support import pods
 from tests.support.redis_server import RedisServerError
 
 SLUG = "exit78"
@@ -108,6 +109,57 @@ def test_a_pod_belongs_to_the_newest_life_of_its_name_seen_before_it_or_to_its_p
     assert rules.attribute({"p": _pod("p", first_seen=0.0)}, {}) == {"p": None}
 
 
+def test_a_pod_with_a_controller_reference_belongs_to_the_execution_it_names() -> None:
+    """The operator's own Pod of a refused-adopted Execution whose create came before the soak's:
+    judged as that Execution's worker, whatever the order the two watches saw them in."""
+    seen = _pods()
+    seen["p-early"] = _pod("p-early", first_seen=11.5, gone=False)  # Seen before its Execution.
+    seen["p-early"].controller = "new"
+    attributed = rules.attribute(seen, LIVES)
+    assert attributed["p-early"] == "new"
+    counted = rules.count_lost_races(seen, {"new"}, attributed=attributed)
+    assert counted.counts["refused-adopted: the operator's Pod first"] == 1
+    assert counted.counts["refused-adopted: the operator's Pods seen"] == 2  # p-new (by name), p-early
+    assert counted.counts["refused-adopted: the operator's Pods refused and gone"] == 1  # p-new
+
+
+def test_a_pod_model_reads_its_controller_and_finalizers() -> None:
+    reference = {"apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Execution", "uid": "e1"}
+    body: dict[str, Any] = {
+        "metadata": {
+            "ownerReferences": [{**reference, "controller": True}],
+            "finalizers": [model.EVIDENCE_FINALIZER],
+        }
+    }
+    assert model.pod_controller(body) == "e1"
+    assert model.pod_finalizers(body) == (model.EVIDENCE_FINALIZER,)
+    assert model.pod_controller({"metadata": {"ownerReferences": [reference]}}) is None
+    assert model.pod_finalizers({"metadata": {}}) == ()
+
+
+def test_a_pod_held_by_the_evidence_finalizer_at_the_end_is_a_leak() -> None:
+    """Deleted, and still Terminating under the operator's finalizer: nobody took its evidence and
+    released it. A planted Pod is excused only when its Execution was deleted before the operator
+    took it on at all (no launch could have left that Pod)."""
+    taken_on = ExecutionHistory(uid="e1", name=NAME, gone_at=3.0)
+    taken_on.observe(body={"metadata": {"finalizers": ["swarm.agentihooks.io/cleanup"]}}, at=1.5)
+    untouched = ExecutionHistory(uid="e2", name=NAME, gone_at=3.0)
+    untouched.observe(body={"metadata": {}}, at=1.5)
+    assert taken_on.taken_on and not untouched.taken_on and not taken_on.launched
+    lives = {"e1": taken_on, "e2": untouched}
+    held = _pod("u1", first_seen=1.0, deleting_at=2.0, gone=False)
+    held.finalizers = (model.EVIDENCE_FINALIZER,)
+
+    def judged(planted: Mapping[str, str]) -> rules.Verdicts:
+        return rules.judge_leftovers({"u1": held}, [], planted=planted, executions=lives)
+
+    leak = judged({})  # The operator's own Pod.
+    assert _findings(leak) == [(4, "violated")]
+    assert model.EVIDENCE_FINALIZER in leak.findings[0].detail and "terminating" in leak.findings[0].detail
+    assert _findings(judged({"u1": "e1"})) == [(4, "violated")]  # Planted, and its Execution taken on.
+    assert _findings(judged({"u1": "e2"})) == [(4, "unchecked")]  # Deleted before the operator saw it.
+
+
 def test_the_pods_of_a_forgotten_life_are_the_ones_seen_before_the_forget() -> None:
     forget = _forgotten(before=[])
     assert rules.forgotten_lives(_pods(), [forget]) == {"p-old": forget}
@@ -152,7 +204,10 @@ def test_a_probe_that_read_after_redis_lost_writes_could_not_be_checked() -> Non
 
     assert judged(deleted(found=False, read_at=8.0), losses=[5.0]) == [(3, "unchecked")]
     assert judged(deleted(found=False, read_at=4.0), losses=[5.0]) == [(3, "violated")]  # Read before.
-    assert judged(deleted(found=False, read_at=8.0), losses=[2.0]) == [(3, "violated")]  # Lost before.
+    # Refused at 1, deleted at 3: a capture acknowledged by the old primary alone, the kill, then
+    # the delete before the restore put the capture back on the new primary.
+    assert judged(deleted(found=False, read_at=8.0), losses=[2.0]) == [(3, "unchecked")]
+    assert judged(deleted(found=False, read_at=8.0), losses=[0.5]) == [(3, "violated")]  # Before refused.
     assert judged(deleted(found=True, read_at=8.0), losses=[5.0]) == []
 
 
@@ -322,6 +377,24 @@ def test_a_plan_loses_writes_only_once_the_operators_run_without_replicas() -> N
     never = plan.make(seed=5, executions=315, period=60, faults=48, unreplicated_share=None)
     assert never.unreplicated_at is None
     assert "redis-lost-writes" not in {f.kind for f in never.faults}
+
+
+def test_refused_adopted_executions_fail_as_their_planted_pod_does() -> None:
+    """Their Swarm's workers fail at once with the planted Pod's exit code: when the operator's
+    own create comes first, its Pod is refused the same way; refused-created takes the others."""
+    made = plan.make(seed=9, executions=315, period=60, faults=48, heavy_once=True)
+    swarms = {s.slug: s for s in made.swarms}
+    adopted = [e for e in made.executions if e.kind == "refused-adopted"]
+    assert adopted
+    for execution in adopted:
+        swarm = swarms[execution.swarm]
+        assert swarm.kind == "refused-adopted" and execution.exit_code == swarm.exit_code is not None
+        assert swarm.annotations == pods.protocol_annotations(phase="Failed", exit_code=swarm.exit_code)
+    assert all(
+        swarms[e.swarm].kind != "refused-adopted" and e.exit_code is None
+        for e in made.executions
+        if e.kind != "refused-adopted"
+    )
 
 
 def test_the_gate_keeps_a_forget_out_of_a_hold_and_waits_for_one_under_way() -> None:

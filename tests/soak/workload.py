@@ -6,7 +6,16 @@ name, ``tests/support/pods.py``): ``worker startup refused: soak-marker-<16 hex>
 with a fresh random marker each time, recorded in :attr:`Workload.markers`, so the checker knows
 which marker the Pod it sees next under that name must carry. A name is used again only once no
 Pod of that name is left (its marker is planted anew for the next Pod), and a planted log is
-removed once its Pod is gone (kwok reads every Logs object on each log request).
+removed once its Pod is gone (kwok reads every Logs object on each log request). A Pod deleted is
+not gone while the operator's evidence finalizer holds it (it reads the log then).
+
+**refused-adopted** (:meth:`Workload._plant_failed_pod`): the Execution is created, then at once
+its worker Pod, owned by the new Execution's UID (its controller reference and the evidence
+finalizer, as the operator's create body has them) and already failed: what a launch that crashed
+before recording its hand leaves, which the operator adopts. A Pod with the worker's name and
+labels but no such owner would be a look-alike the operator never touches. The operator is
+running, so its own create sometimes wins: the workload's gets 409, and the Execution's worker is
+the operator's own Pod (counted in :attr:`Tally.adopted_lost_race`).
 
 **Forget and apply again** (:attr:`~tests.soak.plan.ExecutionPlan.forget`), as a user does after an
 Execution is ``Done`` and its name is wanted again (the ``NameInUse`` condition says how): the
@@ -38,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agentihooks_swarm.kubernetes import owners
 from tests.bench import kube
 from tests.soak.checker.model import (
     CONVERGED,
@@ -54,6 +64,9 @@ from tests.support import builders, images, pods
 from tests.support.cluster import ClusterError, ControlPlane
 
 GENERATION_LABEL: Final = "swarm.agentihooks.io/generation"
+#: On the Pods the workload plants: the UID of the Execution it planted it for (tells its own Pod
+#: from the operator's after a create whose answer was lost).
+PLANTED_ANNOTATION: Final = "soak.agentihooks.io/planted-for"
 #: Logs are planted this long before their Execution is created.
 PLANT_LEAD: Final = 3.0
 #: How long the soak keeps retrying a request while the API server restarts.
@@ -84,8 +97,16 @@ class Tally:
     reused: int = 0
     reuse_skipped: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    adopted_planted: int = 0
+    """refused-adopted Executions whose worker Pod the workload created (owned by the Execution,
+    already failed), for the operator to adopt."""
+    adopted_lost_race: int = 0
+    """refused-adopted Executions whose worker Pod the operator created first (the workload's
+    create got 409): the operator's own Pod is their worker, judged like a refused-created one's."""
+    adopted_name_in_use: int = 0
+    """refused-adopted names used again (Invalid, NameInUse): nothing planted."""
     adopted_not_failed: int = 0
-    """refused-adopted Pods not yet seen Failed when their Execution was created (timing)."""
+    """Planted refused-adopted Pods not seen Failed within 10 s of their create (timing)."""
     forgotten: int = 0
     """Names forgotten (``records forget`` said the name is free) and applied again."""
     forgotten_in_hold: int = 0
@@ -125,6 +146,8 @@ class Workload:
         self.last_activity = 0.0
         #: Pods the soak planted itself (refused-adopted), by UID: the UID of their Execution.
         self.planted: dict[str, str] = {}
+        #: refused-adopted Executions (by UID) whose worker Pod the operator created first.
+        self.lost_race: set[str] = set()
         self.pods: PodObserver | None = None
         self.executions: ExecutionObserver | None = None
         #: Reads a name's records just before its forget (the checker's reader).
@@ -210,9 +233,6 @@ class Workload:
             await asyncio.sleep(max(execution.at - self.now(), 0))
             if execution.in_hold is not None:
                 await self._until_held(execution.in_hold)
-            planted = (
-                await self._plant_failed_pod(execution, pod) if execution.kind == "refused-adopted" else None
-            )
             held = self.replication_held()
             body = builders.execution(
                 name=execution.name,
@@ -224,10 +244,16 @@ class Workload:
             created = await self._request(
                 "POST", f"{EXECUTIONS}/namespaces/{self.namespace}/executions", body, ok=(201, 409)
             )
-            if planted is not None:
-                self.planted[planted] = str((created.get("metadata") or {}).get("uid") or "")
+            created_at = time.monotonic()
+            uid = str((created.get("metadata") or {}).get("uid") or "") or await self._uid(execution)
+            if execution.kind == "refused-adopted" and execution.incarnation and not execution.forget:
+                # A name used again is Invalid (NameInUse) and never launched: no launch leaves a
+                # Pod of it, so none is planted (the operator would rightly never take one on).
+                self.tally.adopted_name_in_use += 1
+            elif execution.kind == "refused-adopted":
+                await self._plant_failed_pod(execution, pod, owner_uid=uid)
             if forgotten is not None:
-                forgotten.new_uid = str((created.get("metadata") or {}).get("uid") or "") or None
+                forgotten.new_uid = uid or None
                 forgotten.applied_at = time.monotonic()
                 forgotten.in_hold = held and self.replication_held()
                 self.tally.forgotten_in_hold += int(forgotten.in_hold)
@@ -236,7 +262,7 @@ class Workload:
             if execution.incarnation:
                 self.tally.reused += 1
             if execution.action is not None:
-                await asyncio.sleep(execution.action_after)
+                await asyncio.sleep(max(created_at + execution.action_after - time.monotonic(), 0))
                 await self._act(execution)
         except (kube.ApiError, ClusterError, OSError, TimeoutError) as error:
             self.tally.failures.append(f"{execution.name}: {type(error).__name__}: {str(error)[:300]}")
@@ -382,10 +408,23 @@ class Workload:
         its hold is over (it came early, or this step late), else within HOLD_PATIENCE."""
         await _until(lambda: self.replication_held() or self.holds_done() > index, timeout=HOLD_PATIENCE)
 
-    async def _plant_failed_pod(self, execution: ExecutionPlan, pod: str) -> str:
-        """The worker Pod of a refused-adopted Execution, planted first and already failed (the
-        Pod a launch that crashed before recording its hand leaves); returns its UID."""
+    async def _uid(self, execution: ExecutionPlan) -> str:
+        """The UID of the Execution an earlier try of the create made (its answer was lost); ""
+        when it is already gone."""
+        path = f"{EXECUTIONS}/namespaces/{self.namespace}/executions/{execution.name}"
+        found = await self._request("GET", path, ok=(200, 404))
+        return str((found.get("metadata") or {}).get("uid") or "") if found.get("kind") != "Status" else ""
+
+    async def _plant_failed_pod(self, execution: ExecutionPlan, pod: str, *, owner_uid: str) -> None:
+        """The worker Pod of a refused-adopted Execution, created just after the Execution, owned
+        by it (its controller reference and the evidence finalizer, as the operator's create body
+        has them) and already failed: the Pod a launch that crashed before recording its hand
+        leaves. The operator is running, so its own create may come first: then the workload's
+        gets 409 and the operator's Pod is the worker (:attr:`Tally.adopted_lost_race`)."""
         assert self.pods is not None
+        if not owner_uid:
+            self.tally.failures.append(f"{execution.name}: its Execution was gone before its Pod was planted")
+            return
         body = pods.worker_pod(
             name=pod,
             namespace=self.namespace,
@@ -396,21 +435,64 @@ class Workload:
                 EXECUTION_LABEL: execution.name,
                 GENERATION_LABEL: "1",
             },
+            annotations={PLANTED_ANNOTATION: owner_uid},
             image=images.BUSYBOX_REF if self.real else pods.WORKER_IMAGE,
+            owner_references=[owners.execution_reference(name=execution.name, uid=owner_uid)],
+            finalizers=[owners.EVIDENCE_FINALIZER],
         )
         if self.real:  # The container prints its marker and exits as planned.
             [container] = body["spec"]["containers"]
             container["command"] = ["/bin/sh", "-c", MARKER_SH + f"exit {execution.exit_code}"]
             container["env"] = _POD_ENV
-        created = await self._request("POST", f"/api/v1/namespaces/{self.namespace}/pods", body)
+        uid = await self._create_pod(pod, body)
+        if uid is None:
+            self.lost_race.add(owner_uid)
+            self.tally.adopted_lost_race += 1
+            return
+        self.planted[uid] = owner_uid
+        self.tally.adopted_planted += 1
+        # Watched aside: the Execution's cancel or delete keeps its planned moment.
+        task = asyncio.create_task(self._until_failed(uid), name=f"failed {pod}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _until_failed(self, uid: str) -> None:
+        """Counts a planted Pod the checker has not seen Failed within 10 s (timing)."""
+        assert self.pods is not None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if any(p.name == pod and p.refused for p in self.pods.live()):
-                break
+            found = self.pods.pods.get(uid)
+            if found is not None and (found.refused or found.refused_after_delete):
+                return
             await asyncio.sleep(0.1)
-        else:
-            self.tally.adopted_not_failed += 1
-        return str(created["metadata"]["uid"])
+        self.tally.adopted_not_failed += 1
+
+    async def _create_pod(self, name: str, body: Mapping[str, Any]) -> str | None:
+        """POST ``body``: the new Pod's UID, or None when the operator's Pod of that name was there
+        first (409). A try whose answer was lost may have made the Pod itself: a 409 after one is
+        told apart by :data:`PLANTED_ANNOTATION` (a Pod already gone by then cannot be told, and
+        is counted as the operator's; the checker attributes it by its controller reference)."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        deadline = time.monotonic() + PATIENCE
+        uncertain = False
+        while True:
+            try:
+                created = await self.api.request("POST", path, body, ok=(201, 409), attempts=1)
+                break
+            except kube.ApiError as error:
+                if time.monotonic() > deadline or not _transient(str(error)):
+                    raise
+                uncertain = True
+                await asyncio.sleep(1.0)
+        if created.get("kind") != "Status":
+            return str(created["metadata"]["uid"])
+        if not uncertain:
+            return None
+        found = await self._request("GET", f"{path}/{name}", ok=(200, 404))
+        mine = ((found.get("metadata") or {}).get("annotations") or {}).get(PLANTED_ANNOTATION)
+        if found.get("kind") != "Status" and mine == body["metadata"]["annotations"][PLANTED_ANNOTATION]:
+            return str(found["metadata"]["uid"])
+        return None
 
     async def _change(self, change: TemplateChange) -> None:
         await asyncio.sleep(max(change.at - self.now(), 0))

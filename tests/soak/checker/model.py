@@ -17,6 +17,9 @@ EXECUTION_LABEL: Final = "swarm.agentihooks.io/execution-id"
 #: The attempt a worker Pod is for (``swarm-worker-<execution>-<generation>``).
 GENERATION_LABEL: Final = "swarm.agentihooks.io/generation"
 OWNER_PREFIX: Final = "agentihooks-swarm-"
+#: The finalizer on every worker Pod the operator makes: it holds a deleted Pod (Terminating)
+#: until the operator has stored its evidence and removes it. One held at the end is a leak.
+EVIDENCE_FINALIZER: Final = "swarm.agentihooks.io/evidence"
 #: The planted marker in a worker's log: unique to the Pod (see :mod:`tests.soak.workload`).
 MARKER: Final = re.compile(r"soak-marker-([0-9a-f]{16})")
 
@@ -87,6 +90,15 @@ class PodHistory:
     vanished: bool = False
     """It was gone at a relist after a break in the watch: its final status was not seen."""
     probe: Probe | None = None
+    controller: str | None = None
+    """The UID of the Execution its controller reference names (the first one seen)."""
+    finalizers: tuple[str, ...] = ()
+    """Its finalizers when last seen."""
+
+    @property
+    def held(self) -> bool:
+        """Being deleted and still held by the operator's evidence finalizer when last seen."""
+        return self.deleting_at is not None and EVIDENCE_FINALIZER in self.finalizers
 
     @property
     def refused(self) -> bool:
@@ -120,6 +132,18 @@ def pod_attempt(pod: Mapping[str, Any]) -> int:
     """The attempt a worker Pod is for (its generation label; 1 when it has none)."""
     value = str(((pod.get("metadata") or {}).get("labels") or {}).get(GENERATION_LABEL) or "1")
     return int(value) if value.isdigit() else 1
+
+
+def pod_controller(pod: Mapping[str, Any]) -> str | None:
+    """The UID of the Execution a Pod's controller reference names (None: no such reference)."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") == "Execution":
+            return str(ref.get("uid") or "") or None
+    return None
+
+
+def pod_finalizers(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(f) for f in (pod.get("metadata") or {}).get("finalizers") or [])
 
 
 def pod_identity(pod: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
@@ -235,6 +259,10 @@ class ExecutionHistory:
     phase: str = ""
     launched: bool = False
     """A launch was recorded on it (``status.hand``)."""
+    taken_on: bool = False
+    """The operator acted on it: it was seen with a finalizer or a status (the soak writes
+    neither). An Execution deleted before then was never launched: a launch holds it with the
+    operator's finalizer and claims its name before it creates a worker Pod."""
     converged_at: float | None = None
     """When it was first seen in a converged phase."""
     deleting_at: float | None = None
@@ -244,10 +272,19 @@ class ExecutionHistory:
     done: dict[int, float] = field(default_factory=dict)
     """Attempt (``status.attempt``) -> when it was first seen ``Done`` with that attempt."""
 
+    conditions: str = ""
+    """Its status conditions when last seen (``Type=Status/Reason``), for the findings."""
+
     def observe(self, *, body: Mapping[str, Any], at: float) -> None:
         status = body.get("status") or {}
         self.phase = str(status.get("phase") or "")
+        self.conditions = ", ".join(
+            f"{c.get('type')}={c.get('status')}/{c.get('reason') or ''}"
+            for c in status.get("conditions") or []
+            if isinstance(c, Mapping)
+        )
         self.launched = self.launched or bool(status.get("hand"))
+        self.taken_on = self.taken_on or bool(status) or bool((body.get("metadata") or {}).get("finalizers"))
         if self.phase in CONVERGED and self.converged_at is None:
             self.converged_at = at
         if self.phase == "Done":

@@ -35,6 +35,8 @@ from tests.soak.checker.model import (
     captures_from,
     owner_uid,
     pod_attempt,
+    pod_controller,
+    pod_finalizers,
     pod_identity,
 )
 from tests.soak.checker.records import HASHES, OWNERS, key
@@ -190,6 +192,8 @@ class PodObserver(_Observer):
         before = history.deleting_at
         deleting = kind == "DELETED" or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
         history.observe(status=pod.get("status"), deleting=deleting, at=at)
+        history.controller = history.controller or pod_controller(pod)
+        history.finalizers = pod_finalizers(pod)
         if kind == "DELETED":
             history.deleted = True
         if history.refused and history.deleting_at is not None and history.probe is None and self.prober:

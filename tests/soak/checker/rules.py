@@ -10,9 +10,13 @@
    may be captured by a pass that reads it then, which is not wrong).
 3. Every refused Pod the operator deleted had its capture in Redis when the checker saw the
    delete (:class:`~.model.Probe`, made at once): no delete before a durable record. A probe that
-   found nothing in a Redis that lost acknowledged writes after the delete (a ``redis-lost-writes``
-   kill between the delete and the read) cannot tell; rule 1 judges what was put back.
-4. No worker Pod and no ``cleanup-journal`` entry is left at the end.
+   found nothing in a Redis that lost acknowledged writes after the Pod was refused (a
+   ``redis-lost-writes`` kill between the refusal and the read: the capture may have been
+   acknowledged by the old primary alone) cannot tell; rule 1 judges what was put back.
+4. No worker Pod and no ``cleanup-journal`` entry is left at the end. A Pod deleted but still
+   held (Terminating) by the operator's evidence finalizer is left: its evidence was never taken
+   and released, and nothing else removes it (the soak's own planted Pod of an Execution deleted
+   before the operator took it on could not be checked: see :func:`judge_leftovers`).
 5. Every Execution converged (Done, Invalid or Blocked), and every Execution being deleted was
    gone, within ``bound`` seconds of the faults stopping.
 6. Each operator process stayed under ``rss_bound_mib`` (VmHWM), exited only when the soak ended
@@ -27,9 +31,11 @@
    saw it ``Done``, and none is created after.
 
 Which Execution a Pod belongs to (:func:`attribute`): the one the soak planted it for, else the
-newest Execution of its name the checker had seen when it first saw the Pod (a name is used again
-only once its earlier Execution and Pod are gone). A refused Pod of a forgotten life is judged by
-rule 1 against what Redis held just before the forget (the user removed the rest).
+one its controller reference names (by UID: the operator's own Pod of a refused-adopted Execution
+whose create came before the soak's), else the newest Execution of its name the checker had seen
+when it first saw the Pod (a name is used again only once its earlier Execution and Pod are gone).
+A refused Pod of a forgotten life is judged by rule 1 against what Redis held just before the
+forget (the user removed the rest).
 
 "could not check" (``unchecked``) is kept apart from ``violated``: a Pod deleted while the
 checker's watch was broken and last seen not refused, a capture of a Pod it never saw, a probe
@@ -46,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tests.soak.checker.model import (
+    EVIDENCE_FINALIZER,
     Capture,
     ExecutionHistory,
     Finding,
@@ -238,8 +245,13 @@ def judge_deletes(
 ) -> Verdicts:
     """Rule 3: the probe made when the checker saw each refused Pod deleted. ``losses``: when a
     ``redis-lost-writes`` fault killed its primary (same clock): a probe that found nothing, read
-    after such a kill that came after the delete, read a Redis that had lost acknowledged writes
-    (rule 1 judges the end, after the restore) and cannot tell."""
+    after such a kill that came after the Pod was refused, read a Redis that had lost acknowledged
+    writes (rule 1 judges the end, after the restore) and cannot tell. A kill between the refusal
+    and the delete counts too: the capture may have been written, and acknowledged by the old
+    primary alone (``REDIS_MIN_REPLICAS=0``), before the kill and the delete after it, before the
+    leader's restore put it back (docs/redis.md: the restore follows the new replication id, once
+    a second). Only a kill before the refusal (no capture could have been written yet) leaves the
+    probe's answer standing."""
     verdicts = Verdicts()
     reused = _reused_names(executions or {})
     for pod in pods.values():
@@ -251,13 +263,15 @@ def judge_deletes(
             verdicts.unchecked(
                 3, _pod(pod), f"Redis could not be read when it was deleted: {pod.probe.detail}"
             )
-        elif not pod.probe.found and (lost := _lost_between(losses, pod.deleting_at, pod.probe.at)):
+        elif not pod.probe.found and (lost := _lost_between(losses, _since(pod), pod.probe.at)):
             verdicts.unchecked(
                 3,
                 _pod(pod),
                 f"no capture with its UID when probed ({pod.probe.detail}), but Redis lost "
-                f"acknowledged writes between its delete and the read (a redis-lost-writes kill "
-                f"{lost:.1f}s after the delete was seen); rule 1 judges what was put back",
+                f"acknowledged writes between its refusal and the read (a redis-lost-writes kill "
+                f"{lost:.1f}s after it was seen refused; its delete seen "
+                f"{pod.deleting_at - _since(pod):.1f}s after it was refused); rule 1 judges what was "
+                "put back",
             )
         elif not pod.probe.found:
             verdicts.violated(
@@ -269,6 +283,12 @@ def judge_deletes(
         else:
             verdicts.counts["deletes with the capture already stored"] += 1
     return verdicts
+
+
+def _since(pod: PodHistory) -> float:
+    """The earliest its capture can have been written: once it was refused (first seen, if the
+    refusal was not seen)."""
+    return pod.refused_at if pod.refused_at is not None else pod.first_seen
 
 
 def _lost_between(losses: Sequence[float], start: float, end: float | None) -> float | None:
@@ -289,8 +309,11 @@ def judge_leftovers(
 
     ``planted``: Pods the soak created itself (an adoptable worker Pod, as a launch that crashed
     leaves one), by UID, with the UID of the Execution it was planted for. One left because that
-    Execution was deleted before any launch was recorded on it was never the operator's: it
-    could not be checked.
+    Execution was deleted before any launch was recorded on it was never the operator's: it could
+    not be checked. A Pod held (Terminating) by the evidence finalizer is a leak, planted or not,
+    unless it was planted and its Execution was deleted before the operator took it on at all
+    (:attr:`~.model.ExecutionHistory.taken_on`: the garbage collector deletes such a Pod once its
+    owner is gone, and no operator launch could have left it, so none was to release it).
     """
     verdicts = Verdicts()
     planted, executions = planted or {}, executions or {}
@@ -299,12 +322,30 @@ def judge_leftovers(
         if pod.gone:
             continue
         owner = executions.get(planted.get(pod.uid, ""))
-        if pod.uid in planted and (owner is None or not owner.launched):
+        untouched = owner is None or not (owner.launched or owner.taken_on)
+        if pod.held and pod.uid in planted and untouched:
             verdicts.unchecked(
                 4,
                 _pod(pod),
-                f"left at the end ({_brief(pod)}); planted by the soak, and its Execution was deleted "
-                "before a launch was recorded on it: the operator never took it on",
+                f"left at the end ({_brief(pod)}); planted by the soak with the evidence finalizer, "
+                "and its Execution was deleted before the operator took it on (never seen with a "
+                "finalizer or a status): no launch leaves such a Pod (a launch holds the Execution "
+                "and claims its name first), so nobody was to release it",
+            )
+        elif pod.held:
+            verdicts.violated(
+                4,
+                _pod(pod),
+                f"left at the end ({_brief(pod)}), being deleted and held by the evidence finalizer "
+                f"{EVIDENCE_FINALIZER}: nobody took its evidence and released it{_timing(pod, reused)}"
+                + _execution(executions, pod),
+            )
+        elif pod.uid in planted and untouched:
+            verdicts.unchecked(
+                4,
+                _pod(pod),
+                f"left at the end ({_brief(pod)}); planted by the soak, and its Execution was gone "
+                "before the operator held or launched it: the operator never took it on",
             )
         else:
             verdicts.violated(4, _pod(pod), f"left at the end ({_brief(pod)}){_timing(pod, reused)}")
@@ -387,9 +428,10 @@ def attribute(
     planted: Mapping[str, str] | None = None,
 ) -> dict[str, str | None]:
     """Pod UID -> the UID of the Execution it is the worker of (None: no Execution of its name
-    was seen). A Pod the soak planted belongs to the Execution it was planted for; any other to the
-    newest Execution of its name first seen no later than the Pod (the earliest, for a Pod seen
-    first: the two watches are not ordered between them)."""
+    was seen). A Pod the soak planted belongs to the Execution it was planted for; one with a
+    controller reference to an Execution, to that Execution; any other to the newest Execution of
+    its name first seen no later than the Pod (the earliest, for a Pod seen first: the two watches
+    are not ordered between them)."""
     planted = planted or {}
     lives: dict[str, list[ExecutionHistory]] = defaultdict(list)
     for execution in executions.values():
@@ -400,6 +442,9 @@ def attribute(
     for pod in pods.values():
         if pod.uid in planted:
             owners[pod.uid] = planted[pod.uid]
+            continue
+        if pod.controller is not None:
+            owners[pod.uid] = pod.controller
             continue
         named = lives.get(pod.execution, [])
         before = [e for e in named if e.first_seen <= pod.first_seen]
@@ -639,6 +684,31 @@ def judge_reapplied(
     return verdicts
 
 
+def _execution(executions: Mapping[str, ExecutionHistory], pod: PodHistory) -> str:
+    """What the checker last saw of the Execution a Pod's controller reference names."""
+    owner = executions.get(pod.controller or "")
+    if owner is None:
+        return ""
+    gone = "gone" if owner.gone_at is not None or owner.vanished else "not deleted"
+    return f"; its Execution: {gone}, phase {owner.phase or '(none)'}, conditions [{owner.conditions}]"
+
+
+def count_lost_races(
+    pods: Mapping[str, PodHistory], lost_race: Iterable[str], *, attributed: Mapping[str, str | None]
+) -> Verdicts:
+    """Counts only (rules 1 to 4 and 8 judge their Pods as any other): the refused-adopted
+    Executions (by UID) whose worker Pod the operator created before the soak's, and their Pods."""
+    verdicts = Verdicts()
+    lost = set(lost_race)
+    verdicts.counts["refused-adopted: the operator's Pod first"] = len(lost)
+    for pod in pods.values():
+        if attributed.get(pod.uid) in lost:
+            verdicts.counts["refused-adopted: the operator's Pods seen"] += 1
+            refused_and_gone = int(pod.refused and pod.gone)
+            verdicts.counts["refused-adopted: the operator's Pods refused and gone"] += refused_and_gone
+    return verdicts
+
+
 def _brief(pod: PodHistory) -> str:
     status = pod.status
     codes = [
@@ -652,6 +722,8 @@ def _brief(pod: PodHistory) -> str:
         if ((c.get("state") or {}).get("waiting"))
     ]
     parts = [f"phase {status.get('phase') or '?'}"]
+    if pod.deleting_at is not None and not pod.gone:
+        parts.append("terminating" + (f" (finalizers {', '.join(pod.finalizers)})" if pod.finalizers else ""))
     if status.get("reason"):
         parts.append(f"reason {status['reason']}")
     if codes:

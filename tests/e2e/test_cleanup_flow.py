@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from kubernetes_asyncio import client
 
 from agentihooks_swarm import settings, store as store_
 from agentihooks_swarm.kubernetes import labels
@@ -25,12 +26,24 @@ async def stored(scene: Scene, name: str, execution: str) -> Any:
     return await scene.stored(slug=SLUG, name=name, execution=execution)
 
 
+async def _deleting(scene: Scene, pod: str) -> bool:
+    """Whether Pod ``pod`` is gone or has a deletionTimestamp."""
+    try:
+        found = await client.CoreV1Api(scene.api).read_namespaced_pod(pod, scene.namespace)
+    except client.ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+    return found.metadata.deletion_timestamp is not None
+
+
 @pytest.mark.compat  # also on the oldest Kubernetes the chart allows (make test-compat)
 async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(scene: Scene) -> None:
     process = scene.start()
     await start_failing_worker(scene, execution="fails-late")
     status = await scene.until_phase("fails-late", "Done", process=process)
-    assert status["hand"] == {"handed": True}  # A merge patch leaves out the null reason and removed.
+    # A merge patch leaves out the null reason and removed; podUid is the worker Pod's.
+    assert set(status["hand"]) == {"handed", "podUid"} and status["hand"]["handed"] is True
     assert status["outcome"] == "failed"
     pod = labels.worker_pod_name(execution="fails-late", generation=1)
     assert status["cleanup"]["pods"] == {pod: "deleted"}
@@ -162,10 +175,8 @@ async def test_sigkill_at_each_checkpoint_then_restart_gives_the_same_evidence(
                 return (
                     journal is not None and bool(journal["pinned"]["pods"][0].get("sent")) and bool(rule.hits)
                 )
-            if checkpoint == "after-delete":
-                return proxy.count(method="DELETE", path=pod_path) == 1 and not await watching.pod_exists(
-                    scene.api, namespace=namespace, name=pod
-                )
+            if checkpoint == "after-delete":  # Deleted, held by its evidence finalizer (or released).
+                return proxy.count(method="DELETE", path=pod_path) == 1 and await _deleting(scene, pod)
             return retained is not None and bool(rule.hits)
 
         await watching.eventually(reached, what=f"checkpoint {checkpoint}", operator=process, timeout=60)
@@ -177,7 +188,9 @@ async def test_sigkill_at_each_checkpoint_then_restart_gives_the_same_evidence(
     finally:
         await connection.aclose()
     [entry] = retained["removed"]["pods"]
-    expected = "absent_after_send" if checkpoint == "after-delete" else "deleted"
+    # After the delete, the Pod is held by its evidence finalizer until a pass releases it: the pass
+    # after the restart finds its own delete under way, releases it and never sends it again.
+    expected = "deleted"
     assert entry["outcome"] == expected
     assert status["cleanup"]["pods"] == {pod: expected}
     assert entry["startup"]["containers"][0]["log"].endswith(PLANTED.decode())

@@ -18,6 +18,7 @@ from kubernetes_asyncio import client, watch as kwatch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import model
 from tests.support import commands, pods, watching
 from tests.support.fixtures_scene import Scene
 from tests.support.marked_workers import (
@@ -32,6 +33,7 @@ from tests.support.marked_workers import (
     worker_pods,
 )
 from tests.support.operator_process import OperatorProcess
+from tests.support.planting import as_the_operator_makes_it
 from tests.support.proxy import FaultProxy
 
 
@@ -326,11 +328,18 @@ async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judg
     resourceVersion it judged, so the Pod that changed is read, captured and then deleted."""
     name, namespace = "fails-during-removal", scene.namespace
     pod = await plant_marker(scene.cluster, namespace=namespace, execution=name)
+    # Before the operator runs: the Execution, and its worker Pod as a launch that stopped before
+    # recording its hand leaves it (owned by the Execution), still Running.
+    await scene.swarm(name=SLUG, projects=["registered"])
+    await scene.execution(name=name, swarm=SLUG, project="outside")
+    uid = (await scene.get(name))["metadata"]["uid"]
+    attempt = model.Attempt(namespace=namespace, slug=SLUG, execution=name, generation=1, owner_uid=uid)
     planted: Any = pods.worker_pod(
         name=pod,
         namespace=namespace,
         phase="Running",
-        labels=labels.attempt(slug=SLUG, execution=name, generation=1),
+        labels=attempt.labels,
+        **as_the_operator_makes_it(attempt),
     )
     await client.CoreV1Api(scene.api).create_namespaced_pod(namespace, planted)
     await pods.wait_for_phase(scene.api, namespace=namespace, name=pod, phase="Running", timeout=60)
@@ -340,8 +349,6 @@ async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judg
     threaded_fault_proxy.delay(seconds=0.0, method="GET", path=pod_path, times=1)
     threaded_fault_proxy.delay(seconds=2.0, method="GET", path=pod_path, times=1, after_forward=True)
     process = scene.start(kubeconfig=fault_proxy_kubeconfig)
-    await scene.swarm(name=SLUG, projects=["registered"])
-    await scene.execution(name=name, swarm=SLUG, project="outside")
 
     async def removal_read() -> bool:
         return threaded_fault_proxy.count(method="GET", path=pod_path) >= 2

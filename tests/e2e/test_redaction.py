@@ -15,10 +15,11 @@ from typing import Any, Final
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import model
 from tests.support import pods
 from tests.support.fixtures_scene import Scene
 from tests.support.operator_process import OperatorProcess
+from tests.support.planting import as_the_operator_makes_it
 from tests.support.redis_server import free_port
 
 SLUG: Final = "leaky"
@@ -36,8 +37,18 @@ VIEWS: Final = ("startup", "retained", "journal", "hand", "final")
 
 
 async def plant(scene: Scene, *, name: str, log: bytes, share: str) -> None:
-    """A refused worker under the name a launch of ``name`` adopts: Failed, exit 78, ``log``."""
-    pod_name = labels.worker_pod_name(execution=name, generation=1)
+    """Before the operator runs: the Swarm (made once; it registers ``registered`` only), Execution
+    ``name`` for a project outside it (its hand will be refused), and its worker Pod as a launch
+    that stopped before recording its hand leaves it (owned by the Execution): Failed, exit 78, ``log``."""
+    try:
+        await scene.swarm(name=SLUG, projects=["registered"])
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+    await scene.execution(name=name, swarm=SLUG, project="outside")
+    uid = (await scene.get(name))["metadata"]["uid"]
+    attempt = model.Attempt(namespace=scene.namespace, slug=SLUG, execution=name, generation=1, owner_uid=uid)
+    pod_name = attempt.pod_name
     await pods.plant_shared_log(
         cluster=scene.cluster, namespace=scene.namespace, pods=[pod_name], container="worker",
         content=log, share=share,
@@ -48,18 +59,16 @@ async def plant(scene: Scene, *, name: str, log: bytes, share: str) -> None:
         phase="Failed",
         exit_code=78,
         reason="Error",
-        labels=labels.attempt(slug=SLUG, execution=name, generation=1),
+        labels=attempt.labels,
+        **as_the_operator_makes_it(attempt),
     )
     await client.CoreV1Api(scene.api).create_namespaced_pod(scene.namespace, pod)
     await pods.wait_for_phase(scene.api, namespace=scene.namespace, name=pod_name, phase="Failed")
 
 
 async def refused_and_counted(scene: Scene, *, names: list[str], process: OperatorProcess) -> dict[str, Any]:
-    """Launch ``names`` (a project outside the registration: the hand is refused, the Pod captured),
-    wait until all are Done and counted, and return the Swarm's ``status.refusals``."""
-    await scene.swarm(name=SLUG, projects=["registered"])
-    for name in names:
-        await scene.execution(name=name, swarm=SLUG, project="outside")
+    """Wait until ``names`` (planted: their hands are refused, their Pods captured) are all Done and
+    counted, and return the Swarm's ``status.refusals``."""
 
     async def done() -> bool:
         return all([(await scene.status(n)).get("phase") == "Done" for n in names])

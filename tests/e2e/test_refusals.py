@@ -11,17 +11,30 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import model
 from tests.support import pods, watching
 from tests.support.fixtures_scene import Scene
+from tests.support.planting import as_the_operator_makes_it
 
 SLUG = "broken"
 CONFIG_MISSING = b"worker startup refused: /etc/agentihooks/grant/config.json missing\n"
 REGISTRY_DOWN = b"worker startup refused: registry 10.0.0.7:5000 answered 503\n"
 
 
-async def plant(scene: Scene, *, names: list[str], log: bytes, code: int) -> None:
-    """Refused workers under the names launches adopt, all Failed with ``code`` and ``log``."""
+async def plant(
+    scene: Scene, *, names: list[str], log: bytes, code: int, budget: dict[str, Any] | None = None
+) -> None:
+    """Before the operator runs: the Swarm (made once, registering ``registered`` only), an
+    Execution of each name for a project outside it (its hand will be refused), and its worker Pod
+    as a launch that stopped before recording its hand leaves it (owned by the Execution), all
+    Failed with ``code`` and ``log``."""
     api, namespace = scene.api, scene.namespace
+    try:
+        await scene.swarm(name=SLUG, projects=["registered"], refusal_budget=budget)
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+    await launch(scene, names=names)
     await pods.plant_shared_log(
         cluster=scene.cluster,
         namespace=namespace,
@@ -31,13 +44,16 @@ async def plant(scene: Scene, *, names: list[str], log: bytes, code: int) -> Non
         share=f"code-{code}",
     )
     for name in names:
+        uid = (await scene.get(name))["metadata"]["uid"]
+        attempt = model.Attempt(namespace=namespace, slug=SLUG, execution=name, generation=1, owner_uid=uid)
         pod: Any = pods.worker_pod(
-            name=labels.worker_pod_name(execution=name, generation=1),
+            name=attempt.pod_name,
             namespace=namespace,
             phase="Failed",
             exit_code=code,
             reason="Error",
-            labels=labels.attempt(slug=SLUG, execution=name, generation=1),
+            labels=attempt.labels,
+            **as_the_operator_makes_it(attempt),
         )
         await client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
     for name in names:
@@ -69,8 +85,6 @@ async def test_thirty_refusals_of_one_cause_are_one_fingerprint_and_two_causes_t
     await plant(scene, names=config, log=CONFIG_MISSING, code=78)
     await plant(scene, names=registry, log=REGISTRY_DOWN, code=3)
     process = scene.start()
-    await scene.swarm(name=SLUG, projects=["registered"])
-    await launch(scene, names=[*config, *registry])
 
     async def all_done() -> bool:
         phases = await asyncio.gather(*(phase(scene, n) for n in [*config, *registry]))
@@ -108,11 +122,9 @@ async def test_the_budget_trips_at_its_count_holds_new_executions_and_a_new_temp
     scene: Scene,
 ) -> None:
     first = ["b-1", "b-2", "b-3"]
-    await plant(scene, names=first, log=CONFIG_MISSING, code=78)
-    process = scene.start()
     budget = {"maxRefusals": 3, "windowSeconds": 600, "sameFingerprint": True}
-    await scene.swarm(name=SLUG, projects=["registered"], refusal_budget=budget)
-    await launch(scene, names=first)
+    await plant(scene, names=first, log=CONFIG_MISSING, code=78, budget=budget)
+    process = scene.start()
 
     async def degraded() -> dict[str, Any] | None:
         conditions = (await swarm_status(scene)).get("conditions") or []

@@ -316,3 +316,25 @@ async def test_a_replica_that_loses_the_lease_stops_before_its_next_write_or_del
     assert rig.proxy.count(path=r".*/log$") == (2 if step == "saving the capture" else 1)
     [entry] = await rig.removed_pods(attempt)
     assert entry["outcome"] == "deleted"
+
+
+async def test_a_look_alike_beside_the_worker_is_neither_captured_nor_deleted(rig: Rig) -> None:
+    """Labels are anyone's to write: a Pod with the attempt's labels that its Execution does not own
+    is left alone (no log read, no delete, not pinned), and cleanup says so."""
+    attempt = await rig.attempt()
+    await rig.plant(attempt, exit_code=78, reason="Error")
+    impostor: Any = pods.worker_pod(
+        name="impostor", namespace=rig.namespace, labels=attempt.labels, phase="Failed", exit_code=78
+    )
+    await client.CoreV1Api(rig.api).create_namespaced_pod(rig.namespace, impostor)
+    await pods.wait_for_phase(rig.api, namespace=rig.namespace, name="impostor", phase="Failed")
+    notify = events.Collected()
+    async with rig.runtime() as runtime:
+        retained = await rig.cleanup(runtime, attempt, notify=notify)
+        looked = runtime.metrics.look_alike_pods.labels(path="cleanup")._value.get()
+    assert [p.name for p in retained.removed.pods] == [attempt.pod_name]
+    assert rig.proxy.count(path=r".*/pods/impostor.*") == 0  # Never read, never deleted.
+    assert await pods.pod_exists(rig.api, namespace=rig.namespace, name="impostor")
+    [(kind, _, message)] = [n for n in notify.items if n[1] == "LookAlikePod"]
+    assert kind == "Warning" and "impostor" in message and attempt.owner_uid in message
+    assert looked == 1

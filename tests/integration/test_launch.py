@@ -543,3 +543,26 @@ async def test_only_a_400_or_422_on_the_pod_is_a_permanent_refusal(
     else:
         assert isinstance(raised.value, errors.ApiError)  # The handler retries it (LaunchFailed).
     assert not await rig.exists(attempt)
+
+
+async def test_its_own_pod_deleted_before_the_launch_recorded_it_is_captured_released_and_made_anew(
+    rig: Rig,
+) -> None:
+    """A launch stopped after creating its Pod; someone deleted the Pod, refused by then. Its
+    evidence finalizer holds it: the next launch captures it (the launch record), releases it and
+    says so; the launch after that makes the attempt's Pod anew."""
+    attempt = await rig.attempt()
+    old = await rig.plant(attempt, exit_code=78, reason="Error")
+    await client.CoreV1Api(rig.api).delete_namespaced_pod(attempt.pod_name, rig.namespace)
+    notify = events.Collected()
+    async with rig.runtime() as runtime:
+        with pytest.raises(errors.ApiUnavailable, match=r"being deleted by someone else.*capture is stored"):
+            await launch_e1(runtime, attempt, notify=notify)
+        await gone(rig.api, rig.namespace, attempt.pod_name)
+        record = await rig.startup()
+        assert record is not None and record.uid == old["metadata"]["uid"]
+        assert (record.startup.containers[0].log or "").endswith(PLANTED.decode())
+        assert [reason for _, reason, _ in notify.items] == ["StartupRefused"]
+        launched = await launch_e1(runtime, attempt)
+    assert launched.hand.handed is True
+    assert launched.hand.pod_uid not in (None, old["metadata"]["uid"])

@@ -31,6 +31,15 @@ logger = logging.getLogger(__name__)
 GRANT_MOUNT = "/etc/agentihooks/grant"
 
 
+class OwnPodTerminating(errors.SwarmError):
+    """The attempt's own Pod is being deleted by someone else before the launch handed it: its
+    evidence finalizer holds it until the launch has captured it and released it."""
+
+    def __init__(self, message: str, *, pod: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.pod = pod
+
+
 class ForeignPod(errors.SwarmError):
     """A Pod with the worker's name exists but is not this attempt's: it is never touched.
 
@@ -169,6 +178,10 @@ async def ensure_pod(
     existing = await pods.read(namespace=attempt.namespace, name=attempt.pod_name)
     if existing is None:  # Deleted between our create and read: try once more next pass.
         raise errors.ApiUnavailable(f"pod {attempt.pod_name} existed and vanished; will retry")
+    if attempt.owns(existing) and (existing.get("metadata") or {}).get("deletionTimestamp"):
+        raise OwnPodTerminating(
+            f"pod {attempt.namespace}/{attempt.pod_name} is being deleted by someone else", pod=existing
+        )
     if not is_ours(existing, attempt=attempt):
         metadata = existing.get("metadata") or {}
         look_alike = labels.matches(metadata.get("labels"), attempt.labels) and not attempt.owns(existing)
@@ -387,6 +400,7 @@ async def _remove_at_launch(
     notify: events.Events,
     guard: model.Guard,
     refused: str | None,
+    capture_terminating: bool = False,
 ) -> Removal:
     """Read, judge and delete the Pod as it was read (:func:`.removal.remove`): a Pod that failed
     after a read that saw it starting is read, judged and captured again instead of being deleted
@@ -400,7 +414,7 @@ async def _remove_at_launch(
         evidence=evidence,
         guard=guard,
         confirm_gone=False,
-        capture_terminating=False,
+        capture_terminating=capture_terminating,
     )
     if judged.kept is not None:
         return judged.kept
@@ -540,13 +554,30 @@ async def launch(
 ) -> Launched:
     """Create or adopt the worker Pod, hand it its grant, and remove it if the hand is refused.
     ``credential`` is the swarm's Redis credential Secret the Pod mounts (None: none)."""
-    pod = await ensure_pod(
-        pods=runtime.cluster.pods,
-        attempt=attempt,
-        worker=swarm.worker,
-        startup_deadline_seconds=runtime.startup_deadline_seconds,
-        credential=credential,
-    )
+    try:
+        pod = await ensure_pod(
+            pods=runtime.cluster.pods,
+            attempt=attempt,
+            worker=swarm.worker,
+            startup_deadline_seconds=runtime.startup_deadline_seconds,
+            credential=credential,
+        )
+    except OwnPodTerminating as e:
+        # Its evidence finalizer holds it: capture it (a refusal's capture is stored, as launch
+        # removal stores one) and release it; the next pass launches the attempt anew.
+        removal = await _remove_at_launch(
+            runtime=runtime,
+            attempt=attempt,
+            uid=str(e.pod["metadata"]["uid"]),
+            notify=notify,
+            guard=guard or model.Unguarded(),
+            refused=None,
+            capture_terminating=True,
+        )
+        raise errors.ApiUnavailable(
+            f"{e} before its launch was recorded; {'its capture is stored and ' if removal.capture else ''}"
+            f"it is released ({removal.why}); the launch is tried again"
+        ) from e
     refusal = await hand(
         config_maps=runtime.cluster.config_maps,
         services=runtime.cluster.services,

@@ -268,7 +268,10 @@ async def test_an_execution_that_vanished_while_no_operator_watched_still_has_it
     successor = scene.start()
 
     async def cleaned_up() -> bool:
-        return await worker_pods(scene.api, scene.namespace) == []
+        # The garbage collector deleted the worker once its Execution was gone; held by its
+        # evidence finalizer, it is captured and released, and a later pass finds it absent.
+        pods_left = await worker_pods(scene.api, scene.namespace)
+        return pods_left == [] and await retained_of(scene, name) is not None
 
     await scene.until(cleaned_up, what="the orphaned worker cleaned up", process=successor, timeout=90)
     retained = await retained_of(scene, name)

@@ -118,7 +118,13 @@ class CoreClient:
                     content_type="application/json-patch+json",
                 )
                 return
-            except errors.NotFound:
+            except errors.NotFound as e:
+                # Believed only when a list agrees: a Pod left holding the finalizer is held for good.
+                if await self.still_listed(namespace=namespace, name=name, uid=uid):
+                    raise errors.ApiUnavailable(
+                        f"release the evidence finalizer of {self._singular} {namespace}/{name}: the "
+                        "patch answered 404 but a list still shows it; will retry"
+                    ) from e
                 return
             except errors.ApiRefused as e:
                 if e.status not in (409, 422):  # Not a failed test (a 403, say): said as it is.

@@ -10,7 +10,9 @@ refused worker's evidence with it:
 
 * a foreground delete of the Execution (the collector deletes the Pod at once);
 * an Execution gone without its cleanup (its finalizer removed by hand): the orphan pass;
-* an orphaning delete (the collector strips the Pod's owner reference): the recorded Pod UID.
+* an orphaning delete (the collector strips the Pod's owner reference): the recorded Pod UID;
+* the name's claim in Redis lost (as a failover drops writes), for a deleted Execution whose status
+  never got its hand and for one gone without its cleanup: the Pod it owns is still its own.
 
 In each, the operator is stopped while the worker fails and the Execution is deleted, so what the
 collector does happens with no operator there to race it.
@@ -22,10 +24,13 @@ import asyncio
 import urllib.request
 from typing import Any
 
+import pytest
+import redis.asyncio
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import store as store_
 from agentihooks_swarm.kubernetes import labels, owners
+from agentihooks_swarm.storage import keys
 from tests.support import pods
 from tests.support.fixtures_scene import GROUP, VERSION, Scene
 from tests.support.operator_process import OperatorProcess
@@ -168,7 +173,9 @@ async def test_a_foreground_delete_waits_for_the_refused_workers_capture(scene: 
         found = await _pod(scene, pod_name)
         return found is not None and found.metadata.deletion_timestamp is not None
 
-    await scene.until(deleting, what="the collector to delete the worker")
+    # The collector acts on Executions only once its discovery (every 30 s) has found their
+    # kind, which a test that runs first in a new cluster may wait for.
+    await scene.until(deleting, what="the collector to delete the worker", timeout=120)
     await _held(scene, pod_name, uid)
 
     process = scene.start()
@@ -176,11 +183,23 @@ async def test_a_foreground_delete_waits_for_the_refused_workers_capture(scene: 
     await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
 
 
+async def _lose_the_claim(scene: Scene, execution: str) -> None:
+    """The name's claim gone from Redis, as a failover that promotes a replica without it leaves it."""
+    connection = redis.asyncio.Redis.from_url(scene.redis_url)
+    try:
+        assert await connection.hdel(store_.key("agentihooks-swarm", SLUG, keys.OWNERS), execution) == 1
+    finally:
+        await connection.aclose()
+
+
+@pytest.mark.parametrize("claim", ["kept", "lost"])
 async def test_an_execution_gone_without_its_cleanup_leaves_its_worker_to_the_orphan_pass(
-    scene: Scene,
+    scene: Scene, claim: str
 ) -> None:
     execution = "vanished"
     _, pod_name, uid = await _running_worker(scene, execution=execution)
+    if claim == "lost":
+        await _lose_the_claim(scene, execution)
     # Its finalizer removed by hand, then deleted: gone at once, and the collector deletes its worker.
     await client.CustomObjectsApi(scene.api).patch_namespaced_custom_object(
         GROUP,
@@ -196,7 +215,9 @@ async def test_an_execution_gone_without_its_cleanup_leaves_its_worker_to_the_or
         found = await _pod(scene, pod_name)
         return found is not None and found.metadata.deletion_timestamp is not None
 
-    await scene.until(deleting, what="the collector to delete the orphaned worker")
+    # The collector acts on Executions only once its discovery (every 30 s) has found their
+    # kind, which a test that runs first in a new cluster may wait for.
+    await scene.until(deleting, what="the collector to delete the orphaned worker", timeout=120)
     await _held(scene, pod_name, uid)
 
     process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "1"})
@@ -218,6 +239,27 @@ async def test_an_orphaning_delete_still_cleans_up_the_worker_it_unowned(scene: 
         return found is not None and not found.metadata.owner_references
 
     await scene.until(unowned, what="the collector to strip the worker's owner reference")
+    process = scene.start()
+    await scene.until_gone(execution, process=process, timeout=90)
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+
+
+async def test_a_deleted_execution_without_its_hand_or_claim_still_cleans_up_the_pod_it_owns(
+    scene: Scene,
+) -> None:
+    execution = "unrecorded"
+    _, pod_name, uid = await _running_worker(scene, execution=execution)
+    # The launch's status write and its claim both lost: the step knows of no launch but the Pod.
+    await client.CustomObjectsApi(scene.api).patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        scene.namespace,
+        "executions",
+        execution,
+        [{"op": "remove", "path": "/status"}],
+    )
+    await _lose_the_claim(scene, execution)
+    await _delete(scene, execution, propagation="Background")
     process = scene.start()
     await scene.until_gone(execution, process=process, timeout=90)
     await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)

@@ -1,8 +1,8 @@
 """The capture against real containers: the operator (as a process, as users run ``kopf run``)
 reads what a real kubelet serves, stores it, and only then deletes the Pod.
 
-Workers are planted under the name and labels the launch adopts, then an Execution for a project
-outside the Swarm's registration makes the hand refuse, so launch removal captures them; the last
+Workers are planted under the name and labels the launch adopts, owned by an Execution for a
+project outside the Swarm's registration, which makes the hand refuse, so launch removal captures them; the last
 test lets the hand succeed and the worker fail on its own, for final cleanup.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes import labels, owners
 from tests.support import images, pods, watching
 from tests.support.busybox import pod, run_script
 from tests.support.fixtures_scene import Scene
@@ -33,16 +33,20 @@ async def refuse(
     the launch-removal record once the Pod is gone."""
     api, namespace = scene.api, scene.namespace
     name = labels.worker_pod_name(execution=execution, generation=1)
+    # The Execution first: its UID owns the Pod, as the operator's own create would make it.
+    await scene.execution(name=execution, swarm=SLUG, project="outside")
+    uid = str((await scene.get(execution))["metadata"]["uid"])
     worker["metadata"] = {
         "name": name,
         "labels": labels.attempt(slug=SLUG, execution=execution, generation=1),
+        "ownerReferences": [owners.execution_reference(name=execution, uid=uid)],
+        "finalizers": [owners.EVIDENCE_FINALIZER],
     }
     manifest: Any = worker
     await client.CoreV1Api(api).create_namespaced_pod(namespace, manifest)
     await pods.wait_for_phase(api, namespace=namespace, name=name, phase=phase, timeout=60)
     process = scene.start()
     await scene.swarm(name=SLUG, projects=["registered"], image=images.BUSYBOX_REF)
-    await scene.execution(name=execution, swarm=SLUG, project="outside")
 
     async def gone() -> bool:
         return not await watching.pod_exists(api, namespace=namespace, name=name)
@@ -114,7 +118,9 @@ async def test_a_worker_failing_after_the_hand_goes_through_final_cleanup(scene:
     process = await run_script(scene, swarm=SLUG, execution="late", script=script)
     status = await scene.until_phase("late", "Done", process=process, timeout=90)
     pod_name = labels.worker_pod_name(execution="late", generation=1)
-    assert status["hand"] == {"handed": True}
+    # The hand names the Pod it was given to by UID (podUid), next to the spec's handed.
+    assert status["hand"] == {"handed": True, "podUid": status["hand"]["podUid"]}
+    assert status["hand"]["podUid"]
     assert status["outcome"] == "failed"
     assert status["cleanup"]["pods"] == {pod_name: "deleted"}
     assert not await watching.pod_exists(scene.api, namespace=scene.namespace, name=pod_name)

@@ -3,7 +3,8 @@
 #
 # It installs the chart in NAMESPACE (its workers in NAMESPACE-workers, the chart's default), grants
 # pods/log in the worker namespace (the chart's Role), plants a worker that prints
-# "worker startup refused: planted kind refusal" and exits 78, and hands it a grant for a project
+# "worker startup refused: planted kind refusal" and exits 78 (owned by its Execution, made before
+# the Execution's Swarm, so that the operator adopts it), and hands it a grant for a project
 # outside the Swarm's registration, so the hand is refused with project_unpermitted. Then it checks
 # that the Pod is gone and that attempt-startup-diagnostics holds phase Failed, exit code 78,
 # reason Error and the planted line, read with the documented read command.
@@ -116,6 +117,18 @@ else
   kubectl rollout status -n "$NAMESPACE" "deployment/$RELEASE-controller" --timeout "${TIMEOUT}s" >/dev/null
 fi
 
+say "an Execution for a project outside its Swarm's registration, before the Swarm exists"
+# The operator adopts only a Pod its Execution owns (a controller ownerReference by UID), so the
+# Execution comes first; without its Swarm it waits (Pending, SwarmNotFound) and launches nothing.
+kubectl apply -n "$WORKERS" -f - >/dev/null <<CRS
+apiVersion: swarm.agentihooks.io/v1alpha1
+kind: Execution
+metadata: {name: $EXECUTION}
+spec: {swarm: $SLUG, project: outside-the-registration, task: {proof: true}}
+CRS
+uid="$(kubectl get -n "$WORKERS" "execution/$EXECUTION" -o jsonpath='{.metadata.uid}')"
+[ -n "$uid" ] || fail "execution $EXECUTION has no uid"
+
 say "a worker that prints the refusal and exits 78: pod $POD"
 if [ -n "${PROOF_PLANT_LOG:-}" ]; then
   printf '%s\n' "$PLANTED" | $PROOF_PLANT_LOG "$WORKERS" "$POD" worker
@@ -125,6 +138,10 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: $POD
+  # Owned by the Execution as the operator's own worker is. No evidence finalizer: a Pod this script
+  # leaves behind after a failure is then not held Terminating.
+  ownerReferences:
+    - {apiVersion: swarm.agentihooks.io/v1alpha1, kind: Execution, name: "$EXECUTION", uid: "$uid", controller: true, blockOwnerDeletion: false}
   labels:
     swarm.agentihooks.io/controller-owner: agentihooks-swarm-$SLUG
     swarm.agentihooks.io/execution-id: "$EXECUTION"
@@ -145,7 +162,7 @@ spec:
 POD
 kubectl wait -n "$WORKERS" --for=jsonpath='{.status.phase}'=Failed "pod/$POD" --timeout "${TIMEOUT}s" >/dev/null
 
-say "a Swarm registered for one project, and an Execution for another"
+say "the Swarm, registered for one project: the operator launches, adopts the Pod and hands it the grant"
 kubectl apply -n "$WORKERS" -f - >/dev/null <<CRS
 apiVersion: swarm.agentihooks.io/v1alpha1
 kind: Swarm
@@ -153,11 +170,6 @@ metadata: {name: $SLUG}
 spec:
   registration: {projects: [registered-project]}
   worker: {image: $WORKER_IMAGE}
----
-apiVersion: swarm.agentihooks.io/v1alpha1
-kind: Execution
-metadata: {name: $EXECUTION}
-spec: {swarm: $SLUG, project: outside-the-registration, task: {proof: true}}
 CRS
 kubectl wait -n "$WORKERS" --for=jsonpath='{.status.hand.reason}'=project_unpermitted "execution/$EXECUTION" \
   --timeout "${TIMEOUT}s" >/dev/null || fail "the hand was not refused with project_unpermitted"

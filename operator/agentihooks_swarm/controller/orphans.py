@@ -112,6 +112,12 @@ class Orphans:
         if slug is None or generation < 1:
             return None
         owner = await self.store.owner(slug=slug, execution=pod.execution)
+        if owner is None and pod.controller and pod.held:
+            # Unclaimed, yet owned by an Execution and held by the evidence finalizer, as only a
+            # launch makes a Pod: the claim was lost with writes a Redis failover dropped. Its
+            # Execution, if gone, is cleaned up by its Pod's owner UID (its step finds the Pod
+            # it owns); left alone, the Pod would be held Terminating for good once deleted.
+            return await self._gone_owner(pod, uid=pod.controller, slug=slug, generation=generation)
         if owner is None or owner.namespace != pod.namespace:
             return None  # Never claimed here: not a worker this operator launched.
         if pod.controller != owner.uid:
@@ -126,12 +132,14 @@ class Orphans:
                 owner.uid,
             )
             return None
+        return await self._gone_owner(pod, uid=owner.uid, slug=slug, generation=generation)
+
+    async def _gone_owner(self, pod: WorkerPod, *, uid: str, slug: str, generation: int) -> Tracked | None:
+        """Execution ``uid`` of ``pod``, tracked again as deleted; None while it exists."""
         found = await self.executions.read(namespace=pod.namespace, name=pod.execution)
-        if found is not None and (found.get("metadata") or {}).get("uid") == owner.uid:
+        if found is not None and (found.get("metadata") or {}).get("uid") == uid:
             return None  # It exists: the table tracks it whenever it needs a step.
-        return _gone(
-            namespace=pod.namespace, name=pod.execution, uid=owner.uid, slug=slug, generation=generation
-        )
+        return _gone(namespace=pod.namespace, name=pod.execution, uid=uid, slug=slug, generation=generation)
 
     async def _adopt_journals(self) -> int:
         """Adopt the gone Executions whose cleanup-journal entry nobody finishes; how many."""

@@ -77,6 +77,8 @@ class WorkerPod:
     digest: Digest
     #: The UID of the Execution its controller reference names ("" when it has none).
     controller: str = ""
+    #: Whether it carries the operator's evidence finalizer (held until its evidence is stored).
+    held: bool = False
 
 
 class WorkerPods:
@@ -132,6 +134,7 @@ class WorkerPods:
             generation=str(found.get(labels.GENERATION) or ""),
             digest=digest(body),
             controller=owners.controller_uid(body) or "",
+            held=owners.holds_evidence(body),
         )
         self._pods[key] = new
         if old is None:

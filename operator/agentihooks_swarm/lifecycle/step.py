@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentihooks_swarm import errors, records
+from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.kubernetes.labels import FINALIZER
 from agentihooks_swarm.lifecycle import (
     attempts,
@@ -230,12 +231,43 @@ class Lifecycle:
             status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
             work.retry_after = work_.RECORD_RETRY
             return None
-        if owner is None or owner.uid != tracked.uid:
+        if owner is None:
+            left = await self._left_behind(work)
+            if left is None:  # Unknown: it stays until the API server and Redis say.
+                return None
+            if not left:
+                work.release = work.settled = True
+                return None
+        if owner is not None and owner.uid != tracked.uid:
             work.release = work.settled = True
             return None
         return records.HandResult(
             generation=tracked.attempt_number, handed=True, pod=tracked.attempt().pod_name
         )
+
+    async def _left_behind(self, work: work_.Work) -> bool | None:
+        """Whether the Execution left a worker Pod it owns, or a cleanup under way (its journal
+        entry), though no claim of its name is in Redis: a failover can drop the claim a launch
+        made before its Pod. Such a Pod holds the evidence finalizer, so it is cleaned up as any
+        launched attempt's, never left held Terminating. None: unknown (a read failed)."""
+        attempt = work.tracked.attempt()
+        try:
+            listed = await self.runtime.cluster.pods.list(
+                namespace=attempt.namespace, selector=labels.selector(attempt.labels)
+            )
+            if any(attempt.owns(p) for p in listed):
+                return True
+            # The Pod gone already, by an earlier step of this cleanup: its journal carries it on.
+            return await self.store.read_journal(slug=attempt.slug, execution=attempt.execution) is not None
+        except (errors.ApiError, errors.StoreUnavailable) as e:
+            logger.warning(
+                "Deleted Execution %s/%s waits to see whether it left a worker Pod: %s",
+                attempt.namespace,
+                attempt.execution,
+                e,
+            )
+            work.retry_after = work_.LAUNCH_RETRY
+            return None
 
     async def _advance(self, work: work_.Work, hand: records.HandResult) -> None:
         tracked = work.tracked

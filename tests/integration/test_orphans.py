@@ -48,10 +48,10 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
         where = "another-namespace" if name == "elsewhere" else namespace
         owner = records.Owner(uid=uid, namespace=where, at="2026-12-02T00:00:00Z")
         assert await store.claim(slug=SLUG, execution=name, owner=owner) == owner
-    for name in ("alive", "gone", "elsewhere", "unclaimed"):
-        await plant(
-            admin_api, namespace=namespace, execution=name, owner_uid=claims.get(name, "uid-unclaimed")
-        )
+    for name in ("alive", "gone", "elsewhere"):
+        await plant(admin_api, namespace=namespace, execution=name, owner_uid=claims[name])
+    # Never claimed and not held by the evidence finalizer: not a Pod this operator made.
+    await plant(admin_api, namespace=namespace, execution="unclaimed")
     # Claimed by a gone Execution too, but made by someone else: a look-alike, never adopted.
     owner = records.Owner(uid="uid-of-the-gone-twin", namespace=namespace, at="2026-12-02T00:00:00Z")
     assert await store.claim(slug=SLUG, execution="twin", owner=owner) == owner
@@ -77,3 +77,30 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
     assert leader.table.get("uid-of-the-gone-twin") is None
     looked = runtime.metrics.look_alike_pods.labels(path="orphans")._value.get()
     assert looked == 1  # The twin, judged once.
+
+
+async def test_an_unclaimed_pod_that_its_gone_execution_owns_and_holds_is_adopted(
+    rig: Rig, swarm_crds: list[str]
+) -> None:
+    """A Redis failover can drop the claim a launch wrote before its Pod: the Pod, owned by its
+    Execution and held by the evidence finalizer as only a launch makes it, is still adopted once
+    its Execution is gone, so that its cleanup releases it instead of leaving it held for good."""
+    admin_api, namespace, store = rig.api, rig.namespace, rig.store
+    await plant(admin_api, namespace=namespace, execution="lost", owner_uid="uid-of-the-lost-claim")
+    listed: Any = await client.CoreV1Api(admin_api).list_namespaced_pod(namespace, _preload_content=False)
+    leader = new_leader()
+    leader.workers.begin()
+    for item in (await listed.json())["items"]:
+        leader.workers.apply(None, item)
+    leader.workers.end()
+    assert await store.owner(slug=SLUG, execution="lost") is None
+    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
+        await adopts_once(
+            leader,
+            runtime=runtime,
+            store=store,
+            uid="uid-of-the-lost-claim",
+            namespace=namespace,
+            name="lost",
+            swarm=SLUG,
+        )

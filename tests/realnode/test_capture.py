@@ -2,8 +2,8 @@
 reads what a real kubelet serves, stores it, and only then deletes the Pod.
 
 Workers are planted under the name and labels the launch adopts, owned by an Execution for a
-project outside the Swarm's registration, which makes the hand refuse, so launch removal captures them; the last
-test lets the hand succeed and the worker fail on its own, for final cleanup.
+project outside the Swarm's registration, which makes the hand refuse, so launch removal captures
+them; the last test lets the hand succeed and the worker fail on its own, for final cleanup.
 """
 
 from __future__ import annotations

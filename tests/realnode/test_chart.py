@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agentihooks_swarm.kubernetes import owners
 from tests.support import images, proof_script
 from tests.support.busybox import pod as busybox_pod
 from tests.support.chart_in_cluster import (
@@ -171,11 +172,20 @@ def manifest(plane: ControlPlane, namespace: str, document: dict[str, Any]) -> N
 def refuse_planted_workers(
     plane: ControlPlane, *, namespace: str, slug: str, executions: list[str]
 ) -> dict[str, str]:
-    """Plant a failed worker (a real container that prints its refusal and exits 78) under each
-    execution's Pod name and labels, then a Swarm and Executions whose hand is refused; return
-    each planted Pod's UID."""
+    """Executions whose hand is refused, each with a failed worker (a real container that prints
+    its refusal and exits 78) planted under its Pod name and labels and owned by it, then their
+    Swarm; return each planted Pod's UID. The Executions come first, their Swarm last: the operator
+    adopts only a Pod its Execution owns, and launches nothing before the Swarm exists."""
     uids: dict[str, str] = {}
     for execution in executions:
+        manifest(plane, namespace, {
+            "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Execution",
+            "metadata": {"name": execution},
+            "spec": {"swarm": slug, "project": "outside", "task": {"n": execution}},
+        })  # fmt: skip
+        owner = run(
+            plane, "kubectl", "get", "execution", execution, "-n", namespace, "-o", "jsonpath={.metadata.uid}"
+        )
         worker = busybox_pod("w", f"echo 'worker startup refused: {execution}'; exit 78")
         worker["metadata"] = {
             "name": f"swarm-worker-{execution}-1",
@@ -184,6 +194,8 @@ def refuse_planted_workers(
                 "swarm.agentihooks.io/execution-id": execution,
                 "swarm.agentihooks.io/generation": "1",
             },
+            "ownerReferences": [owners.execution_reference(name=execution, uid=owner)],
+            "finalizers": [owners.EVIDENCE_FINALIZER],
         }
         manifest(plane, namespace, worker)
     for execution in executions:
@@ -197,12 +209,6 @@ def refuse_planted_workers(
         "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Swarm", "metadata": {"name": slug},
         "spec": {"registration": {"projects": ["registered"]}, "worker": {"image": images.BUSYBOX_REF}},
     })  # fmt: skip
-    for execution in executions:
-        manifest(plane, namespace, {
-            "apiVersion": "swarm.agentihooks.io/v1alpha1", "kind": "Execution",
-            "metadata": {"name": execution},
-            "spec": {"swarm": slug, "project": "outside", "task": {"n": execution}},
-        })  # fmt: skip
     return uids
 
 

@@ -252,6 +252,10 @@ class Lifecycle:
         launched attempt's, never left held Terminating. None: unknown (a read failed)."""
         attempt = work.tracked.attempt()
         try:
+            # The slug must be this namespace's: records are never written to another team's.
+            owner = await self.store.slugs.claim(slug=attempt.slug, namespace=attempt.namespace)
+            if owner != attempt.namespace:
+                return False
             listed = await self.runtime.cluster.pods.list(
                 namespace=attempt.namespace, selector=labels.selector(attempt.labels)
             )

@@ -146,7 +146,16 @@ async def _delete(scene: Scene, name: str, *, propagation: str) -> None:
 
 
 async def _held(scene: Scene, pod_name: str, uid: str) -> None:
-    """The Pod is still there, its UID the worker's, for a few seconds of the collector's work."""
+    """The collector deletes the worker; its evidence finalizer holds it, readable: the Pod is still
+    there, its UID the worker's, for a few seconds of the collector's work."""
+
+    async def deleting() -> bool:
+        found = await _pod(scene, pod_name)
+        return found is not None and found.metadata.deletion_timestamp is not None
+
+    # The collector acts on Executions only once its discovery (every 30 s) has found their
+    # kind, which a test that runs first in a new cluster may wait for.
+    await scene.until(deleting, what=f"the collector to delete {pod_name}", timeout=120)
     for _ in range(6):
         found = await _pod(scene, pod_name)
         assert found is not None and found.metadata.uid == uid
@@ -167,16 +176,7 @@ async def test_a_foreground_delete_waits_for_the_refused_workers_capture(scene: 
     execution = "foreground"
     _, pod_name, uid = await _running_worker(scene, execution=execution)
     await _delete(scene, execution, propagation="Foreground")
-
-    # The collector deletes the worker at once; its evidence finalizer holds it, readable.
-    async def deleting() -> bool:
-        found = await _pod(scene, pod_name)
-        return found is not None and found.metadata.deletion_timestamp is not None
-
-    # The collector acts on Executions only once its discovery (every 30 s) has found their
-    # kind, which a test that runs first in a new cluster may wait for.
-    await scene.until(deleting, what="the collector to delete the worker", timeout=120)
-    await _held(scene, pod_name, uid)
+    await _held(scene, pod_name, uid)  # The collector deletes it at once.
 
     process = scene.start()
     await scene.until_gone(execution, process=process, timeout=90)
@@ -210,14 +210,6 @@ async def test_an_execution_gone_without_its_cleanup_leaves_its_worker_to_the_or
         [{"op": "remove", "path": "/metadata/finalizers"}],
     )
     await _delete(scene, execution, propagation="Background")
-
-    async def deleting() -> bool:
-        found = await _pod(scene, pod_name)
-        return found is not None and found.metadata.deletion_timestamp is not None
-
-    # The collector acts on Executions only once its discovery (every 30 s) has found their
-    # kind, which a test that runs first in a new cluster may wait for.
-    await scene.until(deleting, what="the collector to delete the orphaned worker", timeout=120)
     await _held(scene, pod_name, uid)
 
     process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "1"})

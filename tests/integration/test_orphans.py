@@ -12,7 +12,7 @@ from agentihooks_swarm import records
 from agentihooks_swarm.lifecycle import model
 from tests.support import builders, pods, watching
 from tests.support.fixtures_rig import Rig
-from tests.support.orphan_adoption import adopts_once, new_leader
+from tests.support.orphan_adoption import NewLeader, adopts_once, new_leader
 from tests.support.planting import as_the_operator_makes_it
 
 pytestmark = pytest.mark.integration
@@ -37,6 +37,17 @@ async def plant(api: client.ApiClient, *, namespace: str, execution: str, owner_
     await client.CoreV1Api(api).create_namespaced_pod(namespace, cast(Any, body))
 
 
+async def watching_leader(api: client.ApiClient, *, namespace: str) -> NewLeader:
+    """A new leader whose worker Pods' watch has listed the namespace's Pods."""
+    listed: Any = await client.CoreV1Api(api).list_namespaced_pod(namespace, _preload_content=False)
+    leader = new_leader()
+    leader.workers.begin()
+    for item in (await listed.json())["items"]:
+        leader.workers.apply(None, item)
+    leader.workers.end()
+    return leader
+
+
 async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_once(
     rig: Rig, swarm_crds: list[str]
 ) -> None:
@@ -56,12 +67,7 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
     owner = records.Owner(uid="uid-of-the-gone-twin", namespace=namespace, at="2026-12-02T00:00:00Z")
     assert await store.claim(slug=SLUG, execution="twin", owner=owner) == owner
     await plant(admin_api, namespace=namespace, execution="twin")
-    listed: Any = await client.CoreV1Api(admin_api).list_namespaced_pod(namespace, _preload_content=False)
-    leader = new_leader()
-    leader.workers.begin()
-    for item in (await listed.json())["items"]:
-        leader.workers.apply(None, item)
-    leader.workers.end()
+    leader = await watching_leader(admin_api, namespace=namespace)
     async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
         await adopts_once(
             leader,
@@ -87,12 +93,7 @@ async def test_an_unclaimed_pod_that_its_gone_execution_owns_and_holds_is_adopte
     its Execution is gone, so that its cleanup releases it instead of leaving it held for good."""
     admin_api, namespace, store = rig.api, rig.namespace, rig.store
     await plant(admin_api, namespace=namespace, execution="lost", owner_uid="uid-of-the-lost-claim")
-    listed: Any = await client.CoreV1Api(admin_api).list_namespaced_pod(namespace, _preload_content=False)
-    leader = new_leader()
-    leader.workers.begin()
-    for item in (await listed.json())["items"]:
-        leader.workers.apply(None, item)
-    leader.workers.end()
+    leader = await watching_leader(admin_api, namespace=namespace)
     assert await store.owner(slug=SLUG, execution="lost") is None
     async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
         await adopts_once(

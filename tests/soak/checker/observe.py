@@ -196,7 +196,10 @@ class PodObserver(_Observer):
         history.finalizers = pod_finalizers(pod)
         if kind == "DELETED":
             history.deleted = True
-        if history.refused and history.deleting_at is not None and history.probe is None and self.prober:
+        # A refused Pod is probed when it may go: deleted, and no longer held by the evidence
+        # finalizer (a delete it holds, by anyone, is not yet a loss; its release is).
+        letting_go = history.deleting_at is not None and not history.held
+        if history.refused and letting_go and history.probe is None and self.prober:
             history.probe = Probe(found=None, detail="probing")
             task = asyncio.create_task(self._probe(history), name=f"probe {uid}")
             self._probes.add(task)

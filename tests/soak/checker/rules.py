@@ -8,8 +8,9 @@
    the spec's "launch removal kept the Pod, cleanup captured it" and is counted, not judged.
 2. No capture for a Pod that was not refused (at any time: a Pod that failed only once deleted
    may be captured by a pass that reads it then, which is not wrong).
-3. Every refused Pod the operator deleted had its capture in Redis when the checker saw the
-   delete (:class:`~.model.Probe`, made at once): no delete before a durable record. A probe that
+3. Every refused Pod had its capture in Redis when the checker saw it let go: deleted, and not
+   held by the evidence finalizer (:class:`~.model.Probe`, made at once): no Pod may go before a
+   durable record, whoever deleted it. A probe that
    found nothing in a Redis that lost acknowledged writes after the Pod was refused (a
    ``redis-lost-writes`` kill between the refusal and the read: the capture may have been
    acknowledged by the old primary alone) cannot tell; rule 1 judges what was put back.
@@ -243,7 +244,9 @@ def judge_deletes(
     executions: Mapping[str, ExecutionHistory] | None = None,
     losses: Sequence[float] = (),
 ) -> Verdicts:
-    """Rule 3: the probe made when the checker saw each refused Pod deleted. ``losses``: when a
+    """Rule 3: the probe made when the checker saw each refused Pod let go: deleted and not held by
+    the evidence finalizer (a delete the finalizer holds, the garbage collector's, say, loses
+    nothing until the operator releases it after the capture). ``losses``: when a
     ``redis-lost-writes`` fault killed its primary (same clock): a probe that found nothing, read
     after such a kill that came after the Pod was refused, read a Redis that had lost acknowledged
     writes (rule 1 judges the end, after the restore) and cannot tell. A kill between the refusal
@@ -277,7 +280,7 @@ def judge_deletes(
             verdicts.violated(
                 3,
                 _pod(pod),
-                f"deleted while Redis held no capture with its UID ({pod.probe.detail})"
+                f"let go (deleted, not held) while Redis held no capture with its UID ({pod.probe.detail})"
                 + _timing(pod, reused),
             )
         else:

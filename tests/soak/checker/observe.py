@@ -197,8 +197,9 @@ class PodObserver(_Observer):
         if kind == "DELETED":
             history.deleted = True
         # A refused Pod is probed when it may go: deleted, and no longer held by the evidence
-        # finalizer (a delete it holds, by anyone, is not yet a loss; its release is).
-        letting_go = history.deleting_at is not None and not history.held
+        # finalizer (a delete it holds, by anyone, is not yet a loss; its release is). A release
+        # that ends the Pod shows as DELETED with the object as last stored, finalizer and all.
+        letting_go = kind == "DELETED" or (history.deleting_at is not None and not history.held)
         if history.refused and letting_go and history.probe is None and self.prober:
             history.probe = Probe(found=None, detail="probing")
             task = asyncio.create_task(self._probe(history), name=f"probe {uid}")

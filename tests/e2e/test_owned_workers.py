@@ -255,3 +255,20 @@ async def test_a_deleted_execution_without_its_hand_or_claim_still_cleans_up_the
     process = scene.start()
     await scene.until_gone(execution, process=process, timeout=90)
     await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+
+
+async def test_deleting_an_execution_that_never_launched_claims_nothing(scene: Scene) -> None:
+    # Its Swarm does not exist: Pending, SwarmNotFound, no Pod, no claim. Deleting it looks for a
+    # Pod it owns (none) and must not take the swarm's name for this namespace on the way out.
+    process = scene.start()
+    await scene.execution(name="never", swarm="nobodys")
+    await scene.until_phase("never", "Pending", process=process)
+    await _delete(scene, "never", propagation="Background")
+    await scene.until_gone("never", process=process)
+    connection = redis.asyncio.Redis.from_url(scene.redis_url)
+    try:
+        for _ in range(10):  # The step for the vanished Execution comes just after it is gone.
+            assert await connection.exists(store_.key("agentihooks-swarm", "nobodys", keys.NAMESPACE)) == 0
+            await asyncio.sleep(0.5)
+    finally:
+        await connection.aclose()

@@ -252,17 +252,19 @@ class Lifecycle:
         launched attempt's, never left held Terminating. None: unknown (a read failed)."""
         attempt = work.tracked.attempt()
         try:
-            # The slug must be this namespace's: records are never written to another team's.
-            owner = await self.store.slugs.claim(slug=attempt.slug, namespace=attempt.namespace)
-            if owner != attempt.namespace:
-                return False
             listed = await self.runtime.cluster.pods.list(
                 namespace=attempt.namespace, selector=labels.selector(attempt.labels)
             )
-            if any(attempt.owns(p) for p in listed):
-                return True
-            # The Pod gone already, by an earlier step of this cleanup: its journal carries it on.
-            return await self.store.read_journal(slug=attempt.slug, execution=attempt.execution) is not None
+            # Or the Pod gone already, by an earlier step of this cleanup: its journal carries it on.
+            left = any(attempt.owns(p) for p in listed) or (
+                await self.store.read_journal(slug=attempt.slug, execution=attempt.execution) is not None
+            )
+            if not left:
+                return False
+            # The slug must be this namespace's (its launch claimed it so): records are never
+            # written to another team's swarm.
+            owner = await self.store.slugs.claim(slug=attempt.slug, namespace=attempt.namespace)
+            return owner == attempt.namespace
         except (errors.ApiError, errors.StoreUnavailable) as e:
             logger.warning(
                 "Deleted Execution %s/%s waits to see whether it left a worker Pod: %s",

@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.bench import against, report, run
 from tests.bench.__main__ import _plan, parser, plan_against
 from tests.bench.run import Mode, Result, Scenario
+from tests.unit.bench_results import fabricated
 
 REVISION = against.Revision(commit="69636b1" + "0" * 33, short="69636b1", subject="Bench report")
 
@@ -27,27 +28,16 @@ def result(
     last: float | None = 9.0,
     revision: str = "",
 ) -> Result:
-    return Result(
+    return fabricated(
         scenario=scenario,
         mode=mode,
         n=n,
-        namespace="ns",
-        complete=True,
         wall_seconds=wall,
-        pods_gone=n,
-        records=n if mode == "capture" else 0,
         latency_record=[latency] * n if mode == "capture" else [],
         latency_gone=[latency] * n,
         settle_seconds=wall + 3,
         api_per_pod={"DELETE /api/v1/namespaces/{ns}/pods/{pod}": api},
-        api_operator_wide={},
-        redis_per_pod={},
-        record_bytes=0.0,
-        redis_used_memory=0,
-        redis_memory_delta=0,
-        peak_rss_mib=100.0,
         cpu_seconds=cpu,
-        create_seconds=1.0,
         repeat=repeat,
         evidence_last=last,
         revision=revision,

@@ -13,6 +13,7 @@ from agentihooks_swarm.kubernetes import labels, owners
 from tests.bench import against, measure, report, run
 from tests.bench.run import Result
 from tests.support.proxy import Call
+from tests.unit.bench_results import fabricated
 
 REVISION = against.Revision(commit="9729af1" + "0" * 33, short="9729af1", subject="Bench --against")
 
@@ -127,27 +128,14 @@ def test_the_release_of_the_evidence_finalizer_is_explained_in_both_scenarios() 
 
 
 def _result(*, revision: str = "", scenario: run.Scenario = "A", finalizer: bool | None = True) -> Result:
-    return Result(
+    return fabricated(
         scenario=scenario,
         mode="capture",
         n=10,
-        namespace="ns",
-        complete=True,
         wall_seconds=1.0,
-        pods_gone=10,
-        records=10,
         latency_record=[0.5] * 10,
         latency_gone=[0.5] * 10,
         settle_seconds=4.0,
-        api_per_pod={},
-        api_operator_wide={},
-        redis_per_pod={},
-        record_bytes=0.0,
-        redis_used_memory=0,
-        redis_memory_delta=0,
-        peak_rss_mib=100.0,
-        cpu_seconds=1.0,
-        create_seconds=1.0,
         revision=revision,
         planted_finalizer=finalizer,
     )

@@ -8,30 +8,25 @@ from pathlib import Path
 from tests.bench import report
 from tests.bench.__main__ import _plan
 from tests.bench.run import Mode, Result, Scenario
+from tests.unit.bench_results import fabricated
 
 
 def result(scenario: Scenario, mode: Mode, n: int, repeat: int, wall: float) -> Result:
-    return Result(
+    return fabricated(
         scenario=scenario,
         mode=mode,
         n=n,
-        namespace="ns",
-        complete=True,
         wall_seconds=wall,
-        pods_gone=n,
-        records=n if mode == "capture" else 0,
         latency_record=[0.5] * n if mode == "capture" else [],
         latency_gone=[0.4] * n,
         settle_seconds=wall + 3,
         api_per_pod={"DELETE /api/v1/namespaces/{ns}/pods/{pod}": 1.0},
-        api_operator_wide={},
         redis_per_pod={"hsetnx": 1.0},
         record_bytes=500.0,
         redis_used_memory=1 << 20,
         redis_memory_delta=1000 * n,
         peak_rss_mib=120.0 + repeat,
         cpu_seconds=0.01 * n,
-        create_seconds=1.0,
         repeat=repeat,
     )
 

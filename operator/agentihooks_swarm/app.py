@@ -167,17 +167,8 @@ def build(
 ) -> App:
     """An :class:`App` on the given clients and store."""
     index = event_index.EventIndex(namespaces=settings.served_namespaces, metrics=metrics)
-    redactor = settings.redactor()
-    runtime = model.Runtime(
-        cluster=cluster,
-        recorder=store,
-        metrics=metrics,
-        startup_deadline_seconds=settings.startup_deadline_seconds,
-        startup=redaction.redacting(capture, redactor=redactor) if settings.store_redacted else capture,
-        events=index,
-        worker_policy=worker_policy.WorkerPolicy.from_settings(settings),
-        redactors=text.Redactors(redactor),
-        store_redactor=redactor if settings.store_redacted else None,
+    runtime = _runtime(
+        settings=settings, metrics=metrics, cluster=cluster, store=store, capture=capture, index=index
     )
     leader = leadership.Leadership(
         leases=cluster.leases,
@@ -238,6 +229,31 @@ def build(
         ),
         primary=_primary(store=store, metrics=metrics, leader=leader, on_change=made.wake),
         credentials=made,
+    )
+
+
+def _runtime(
+    *,
+    settings: settings_.Settings,
+    metrics: metrics_.Metrics,
+    cluster: clients.Clients,
+    store: operations.AsyncStore,
+    capture: diagnostics.Capture,
+    index: event_index.EventIndex,
+) -> model.Runtime:
+    """What every step uses: the clients, the recorder, the capture (redacting before it is stored
+    when the settings say so) and the worker policy."""
+    redactor = settings.redactor()
+    return model.Runtime(
+        cluster=cluster,
+        recorder=store,
+        metrics=metrics,
+        startup_deadline_seconds=settings.startup_deadline_seconds,
+        startup=redaction.redacting(capture, redactor=redactor) if settings.store_redacted else capture,
+        events=index,
+        worker_policy=worker_policy.WorkerPolicy.from_settings(settings),
+        redactors=text.Redactors(redactor),
+        store_redactor=redactor if settings.store_redacted else None,
     )
 
 

@@ -26,6 +26,7 @@ class Metrics:
     def __init__(self, *, registry: prometheus_client.CollectorRegistry | None = None) -> None:
         self.registry = registry or prometheus_client.CollectorRegistry()
         self._captures()
+        self._refusals()
         self._cleanup()
         self._redis()
         self._retention()
@@ -88,6 +89,14 @@ class Metrics:
             ["source"],  # source: index|list (list: the index was out of sync, or had dropped the Pod)
             registry=self.registry,
         )
+        self.event_index_synced = prometheus_client.Gauge(
+            "agentihooks_swarm_event_index_synced",
+            "1 while the index of the Pods' Events is in sync with the API server (its watch runs).",
+            registry=self.registry,
+        )
+
+    def _refusals(self) -> None:
+        """The refusals counted under their fingerprints, and what holds a swarm back."""
         self.refusals = prometheus_client.Counter(
             "agentihooks_swarm_refusals",
             "Refused worker Pods counted under their fingerprint, by swarm and failure class (the "
@@ -109,11 +118,6 @@ class Metrics:
             # swarm: the Swarm's name; rank: 1-5; fingerprint: 12 hex characters;
             # class: records.FailureClass
             ["swarm", "rank", "fingerprint", "class"],
-            registry=self.registry,
-        )
-        self.event_index_synced = prometheus_client.Gauge(
-            "agentihooks_swarm_event_index_synced",
-            "1 while the index of the Pods' Events is in sync with the API server (its watch runs).",
             registry=self.registry,
         )
 

@@ -123,3 +123,28 @@ def test_the_development_page_lists_every_module() -> None:
         if wanted is not None and wanted not in listed:
             missing.append(str(relative))
     assert sorted(missing) == []
+
+
+#: A module a reader can hold in mind, and a function that fits on a screen.
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_is_over_its_size() -> None:
+    over = [
+        f"{path.relative_to(PACKAGE)}: {lines} lines"
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert over == []
+
+
+def test_no_function_is_over_its_size() -> None:
+    over = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    over.append(f"{path.relative_to(PACKAGE)}: {node.name} {lines} lines")
+    assert over == []

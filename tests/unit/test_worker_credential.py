@@ -12,7 +12,7 @@ import redis.exceptions
 
 from agentihooks_swarm import errors, resources, settings
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.lifecycle import launch, model
+from agentihooks_swarm.lifecycle import model, pod_template
 from agentihooks_swarm.storage import acl
 from agentihooks_swarm.swarm import worker_secret
 from agentihooks_swarm.worker import credential
@@ -235,7 +235,7 @@ def test_a_worker_pod_mounts_the_credential_optional_and_read_only() -> None:
     worker = resources.WorkerTemplate(
         image="worker:1", env=[{"name": "AGENTIHOOKS_SWARM_WORKER_REDIS", "value": "/x"}]
     )
-    body = launch.pod_body(attempt=attempt, worker=worker, credential="swarm-worker-redis-ci")
+    body = pod_template.pod_body(attempt=attempt, worker=worker, credential="swarm-worker-redis-ci")
     [container] = body["spec"]["containers"]
     assert body["spec"]["volumes"][-1] == {
         "name": "worker-redis",
@@ -251,5 +251,5 @@ def test_a_worker_pod_mounts_the_credential_optional_and_read_only() -> None:
         "name": "AGENTIHOOKS_SWARM_WORKER_REDIS",
         "value": "/etc/agentihooks/redis",
     }
-    plain = launch.pod_body(attempt=attempt, worker=worker)
+    plain = pod_template.pod_body(attempt=attempt, worker=worker)
     assert [v["name"] for v in plain["spec"]["volumes"]] == ["grant"]

@@ -84,6 +84,12 @@ def parser() -> argparse.ArgumentParser:
         help="also run REV's operator (from a git worktree, this venv) next to each run of the working "
         "tree's, and report every figure as the ratio working tree / REV",
     )
+    parsing.add_argument(
+        "--tree",
+        metavar="REV",
+        help="with --against: run REV's operator (from a git worktree of its own) in the working tree's "
+        "place, to compare two revisions side by side",
+    )
     return parsing
 
 
@@ -114,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             elapsed=saved["elapsed"],
             workdir=args.from_results.parent,
             revision=against.Revision(**saved["against"]) if saved.get("against") else None,
+            tree=against.Revision(**saved["tree"]) if saved.get("tree") else None,
         )
         return 0
     if args.profile and not PY_SPY.exists():
@@ -125,9 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv is None and os.environ.get("MAKELEVEL")
         else shlex.join(["python", "-m", "tests.bench", *(sys.argv[1:] if argv is None else argv)])
     )
+    if args.tree is not None and args.against is None:
+        parsing.error("--tree REV runs in the working tree's place against --against's revision: give both")
     try:
-        with _revision(rev=args.against) as compared:
-            return _measure(args=args, sizes=sizes, scenarios=scenarios, command=command, compared=compared)
+        with _revision(rev=args.against) as compared, _revision(rev=args.tree) as tree:
+            return _measure(
+                args=args, sizes=sizes, scenarios=scenarios, command=command, compared=compared, tree=tree
+            )
     except against.AgainstError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
@@ -140,8 +151,10 @@ def _measure(
     scenarios: list[Scenario],
     command: str,
     compared: tuple[against.Revision, Path] | None,
+    tree: tuple[against.Revision, Path] | None = None,
 ) -> int:
-    """Every run of the plan (with REV's twins when ``compared``), then the report."""
+    """Every run of the plan (with REV's twins when ``compared``; ``tree``'s operator in the working
+    tree's place), then the report."""
     workdir = Path(tempfile.mkdtemp(prefix="agentihooks-swarm-bench-"))
     print(f"bench: work directory {workdir} (operator logs, Redis MONITOR streams, results.json)")
     machine = report.machine()
@@ -169,7 +182,7 @@ def _measure(
                     mode=mode,
                     n=n,
                     profile=args.profile,
-                    source=source if on_rev else None,
+                    source=source if on_rev else (tree[1] if tree is not None else None),
                     revision=revision.short if on_rev and revision is not None else "",
                 )
                 started = time.monotonic()
@@ -185,6 +198,7 @@ def _measure(
                     "elapsed": time.monotonic() - began,
                     "results": [asdict(r) for r in results],
                     **({"against": asdict(revision)} if revision is not None else {}),
+                    **({"tree": asdict(tree[0])} if tree is not None else {}),
                 }
                 (workdir / "results.json").write_text(json.dumps(saved, indent=1))
     finally:
@@ -201,6 +215,7 @@ def _measure(
         elapsed=time.monotonic() - began,
         workdir=workdir,
         revision=revision,
+        tree=tree[0] if tree is not None else None,
     )
     return 0
 
@@ -214,10 +229,11 @@ def _write(
     elapsed: float,
     workdir: Path,
     revision: against.Revision | None = None,
+    tree: against.Revision | None = None,
 ) -> None:
     # The report's own sections are the working tree's runs; REV's appear only in its ratios.
     results = [r for r in every if not r.revision]
-    compared = against.section(results=every, revision=revision) if revision is not None else []
+    compared = against.section(results=every, revision=revision, tree=tree) if revision is not None else []
     print(report.table(results))
     if compared:
         print("\n".join(compared))

@@ -114,9 +114,29 @@ def _capture_over_baseline(*, results: Sequence[Result], scenario: Scenario, n: 
     return [x for x in found if x is not None]
 
 
-def section(*, results: Sequence[Result], revision: Revision) -> list[str]:
-    """The report's "Against REV" section: every figure as working tree / REV, per configuration."""
+def section(*, results: Sequence[Result], revision: Revision, tree: Revision | None = None) -> list[str]:
+    """The report's "Against REV" section: every figure as working tree / REV, per configuration.
+
+    ``tree`` (``--tree``): the revision that ran in the working tree's place, named in the text."""
     found = pairs(results=results)
+    lines = _section(results=results, revision=revision, found=found)
+    if tree is None:
+        return lines
+    named = [line.replace("working tree", tree.short) for line in lines]
+    return [
+        f"## {tree.title}, against {revision.title}",
+        "",
+        f"`{tree.commit}` ran in the working tree's place (`--tree`), from a worktree of its own.",
+        *named[1:],
+    ]
+
+
+def _section(
+    *,
+    results: Sequence[Result],
+    revision: Revision,
+    found: dict[tuple[Scenario, int, Mode], list[tuple[Result, Result]]],
+) -> list[str]:
     lines = [
         f"## Against {revision.title}",
         "",

@@ -7,8 +7,10 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tests.bench import against, report, run
-from tests.bench.__main__ import _plan, parser, plan_against
+from tests.bench.__main__ import _plan, main, parser, plan_against
 from tests.bench.run import Mode, Result, Scenario
 from tests.unit.bench_results import fabricated
 
@@ -177,3 +179,25 @@ def test_revs_operator_comes_first_on_the_path_and_from_its_own_controller(tmp_p
     (tmp_path / "tests" / "bench").mkdir(parents=True)
     (tmp_path / "tests" / "bench" / "controller.py").write_text("")
     assert run.controller_root(source=tmp_path, repo=run.REPO) == tmp_path
+
+
+def test_with_tree_the_section_names_the_revision_that_ran_in_the_working_trees_place() -> None:
+    tree = against.Revision(commit="98f7cf7" + "0" * 33, short="98f7cf7", subject="Folders")
+    results = [
+        result(repeat=0, wall=8.0),
+        result(repeat=0, wall=10.0, revision="69636b1"),
+        result(mode="baseline", repeat=0, wall=8.0),
+        result(mode="baseline", repeat=0, wall=8.0, revision="69636b1"),
+    ]
+    text = "\n".join(against.section(results=results, revision=REVISION, tree=tree))
+    assert text.startswith("## 98f7cf7 Folders, against 69636b1 Bench report\n")
+    assert f"`{tree.commit}` ran in the working tree's place (`--tree`)" in text
+    assert "ratio **98f7cf7 / REV**" in text
+    assert "A N=100: 98f7cf7 1.00 (1 run), REV 1.25 (1 run)." in text
+    assert "| 0.80 (1 pair) | 1.25 (1 pair) |" in text
+
+
+def test_tree_needs_against() -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--tree", "HEAD"])
+    assert exited.value.code == 2

@@ -63,9 +63,10 @@ WHY: Final[dict[str, str]] = {
         "per Swarm, not per Pod: the Swarm's `WorkerCredential` condition"
     ),
     f"PATCH {_EXECUTION}": (
-        "the operator's finalizer: put on before the worker exists (so that deleting the "
-        "Execution waits for its cleanup) and removed once the attempt is Done and cleaned up; "
-        "both carry the Execution's UID and resourceVersion as preconditions"
+        "the operator's finalizer: put on by the launch step when the worker outlives it (so that "
+        "deleting the Execution waits for its cleanup) and removed once the attempt is Done and "
+        "cleaned up; both carry the Execution's UID and resourceVersion as preconditions. An "
+        "attempt that ends in its launch step (scenario A) never gets it"
     ),
     "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}": (
         "the launch reads the Swarm: its registration decides the hand, its template the Pod"
@@ -117,14 +118,15 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ("A", "POST /api/v1/namespaces/{ns}/events"): (
         "the Execution's Events (docs/concepts.md), posted after the step's status: StartupRefused "
         "with the capture (it names the refusal and quotes the captured log line; HandRefused in "
-        "the baseline, which captures nothing), and CleanupFinished"
+        "the baseline, which captures nothing); its message also says the cleanup finished, in "
+        "the same step"
     ),
     (
         "B",
         "POST /api/v1/namespaces/{ns}/events",
     ): (
         "the Execution's Events (docs/concepts.md), posted after each step's status: Handed, then "
-        "AttemptFinal and CleanupFinished"
+        "AttemptFinal, whose message also says the cleanup finished, in the same step"
     ),
 }
 

@@ -150,8 +150,9 @@ def _check_record(
 async def _check_events(
     admin_api: client.ApiClient, *, namespace: str, scenario: scenarios.Scenario, process: OperatorProcess
 ) -> None:
-    """The Events the operator posted on the Execution: why it ended, and the cleanup."""
-    expected = {"CleanupFinished", "StartupDeadlineExceeded" if scenario.captured else "Unschedulable"}
+    """The Events the operator posted on the Execution: why it ended, and the cleanup (told in the
+    ``AttemptFinal`` of the step that made the attempt final and cleaned it up)."""
+    expected = {"AttemptFinal", "StartupDeadlineExceeded" if scenario.captured else "Unschedulable"}
     if scenario.captured and scenario.startup_deadline_seconds is None:
         expected.discard("StartupDeadlineExceeded")
     found = await watching.events_once(
@@ -163,4 +164,6 @@ async def _check_events(
         assert f"within {scenario.startup_deadline_seconds}s" in reasons["StartupDeadlineExceeded"]
     if not scenario.captured:
         assert "Unschedulable" in reasons, reasons
-    assert f"(class {scenario.failure_class})" in reasons["CleanupFinished"] or not scenario.captured
+    cleaned = reasons.get("CleanupFinished") or reasons["AttemptFinal"]
+    assert "cleaned up (" in cleaned, reasons
+    assert f"(class {scenario.failure_class})" in cleaned or not scenario.captured

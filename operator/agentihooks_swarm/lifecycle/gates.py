@@ -12,8 +12,7 @@
   the cluster admin's worker policy (``WorkerNotAllowed``);
 * the swarm's slug is this namespace's (``SlugInUse``), before anything of the slug's is read;
 * its refusal budget and its byte quota (``Blocked``);
-* the operator's finalizer on the Execution, then its name's records claimed (``NameInUse``), so
-  that a worker never exists that deleting the Execution would not clean up;
+* its name's records claimed (``NameInUse``);
 * the swarm's worker credential, made before the worker that mounts it.
 
 The order is the cheapest and least binding first: nothing is written to the Execution or Redis
@@ -28,7 +27,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentihooks_swarm import errors, records, resources
-from agentihooks_swarm.kubernetes.labels import FINALIZER
 from agentihooks_swarm.lifecycle import (
     attempts,
     budget,
@@ -93,7 +91,7 @@ class Gates:
                 work.answer(held, **work.observed())
                 return None
         self.guard.check(before=f"launching {tracked.name}")
-        if not await self._hold(work) or not await self._claim(work):
+        if not await self._claim(work):
             return None
         made, credential = await self._credential(work, raw=raw)
         if not made:
@@ -238,39 +236,6 @@ class Gates:
         if verdict != "tripped" or state is None:
             return False
         work.answer(status_.budget_exceeded(swarm=tracked.swarm, state=state), **work.observed())
-        return True
-
-    async def _hold(self, work: work_.Work) -> bool:
-        """The operator's finalizer on the Execution before its worker exists, so that deleting
-        it waits for cleanup. False when it could not be added now (the step is tried again)."""
-        tracked = work.tracked
-        if FINALIZER in tracked.finalizers:
-            return True
-        try:
-            after = await self.runtime.cluster.executions.patch(
-                namespace=tracked.namespace,
-                name=tracked.name,
-                body={
-                    "metadata": {
-                        "finalizers": [*tracked.finalizers, FINALIZER],
-                        "uid": tracked.uid,
-                        "resourceVersion": tracked.resource_version,
-                    }
-                },
-            )
-        except errors.PreconditionFailed:  # A newer version of it exists: the watch brings it.
-            work.retry_after = work_.CONFLICT_RETRY
-            return False
-        except errors.ApiError as e:
-            work.answer(status_.launch_failed(e, retry_seconds=work_.LAUNCH_RETRY))
-            work.retry_after = work_.LAUNCH_RETRY
-            return False
-        metadata = after.get("metadata") or {}
-        work.tracked = dataclasses.replace(
-            tracked,
-            resource_version=str(metadata.get("resourceVersion") or tracked.resource_version),
-            finalizers=tuple(metadata.get("finalizers") or (*tracked.finalizers, FINALIZER)),
-        )
         return True
 
     async def _claim(self, work: work_.Work) -> bool:

@@ -11,13 +11,20 @@ What a step does, by the Execution's state:
 
 * not launched: pass the launch's gates (:mod:`.gates`: read and parse the spec, read the Swarm,
   hold it back while its Swarm's refusal budget is exceeded or its swarm is at its byte quota
-  (``Blocked``), put the operator's finalizer on the Execution (so deleting it waits for cleanup),
-  claim its name's records (:meth:`storage.operations.AsyncStore.claim`: a name another Execution
-  used is refused, ``NameInUse``)), then create or adopt the worker Pod, hand it its grant (launch
-  removal on a refused hand), record the hand;
+  (``Blocked``), claim its name's records (:meth:`storage.operations.AsyncStore.claim`: a name
+  another Execution used is refused, ``NameInUse``)), then create or adopt the worker Pod, hand it
+  its grant (launch removal on a refused hand), record the hand;
 * launched: :func:`attempts.advance` (final record, outcome, archive, final cleanup);
 * being deleted: the same, cancelled; once cleanup is done (or there was never a worker), the
   finalizer goes and the Execution with it.
+
+The operator's finalizer goes on the Execution in the write of the first step that leaves a
+worker behind it (a worker running, or a cleanup still to do), so that deleting the Execution then
+waits for the cleanup. An attempt that ends in the step that launched it (a refused hand whose Pod
+launch removal captured and deleted) never needs it, and costs no finalizer round trip. Until the
+finalizer is on, the worker Pod itself keeps its evidence: its Execution owns it and its evidence
+finalizer holds it, so if the Execution goes first the garbage collector's delete waits for the
+orphan pass (:mod:`controller.orphans`) to capture it.
 
 Expected failures (the API server, Redis, a cleanup pass that must wait) become the status' answer
 and a later step; ``NotLeader`` ends the step without a write; anything else propagates to the
@@ -126,6 +133,7 @@ class Lifecycle:
                 return
             hand = await self._launch(work)
         if hand is not None:
+            work.hold = True
             await self._advance(work, hand)
 
     # --- launch ---------------------------------------------------------------------------------
@@ -173,6 +181,7 @@ class Lifecycle:
             work.retry_after = work_.LAUNCH_RETRY
             return None
         hand = launched.hand
+        work.hold = True  # A Pod exists now, whether or not Redis takes its hand below.
         earlier = work.view.get("conditions")
         work.answer(status_.handed(hand, detail=launched.detail, earlier=earlier), **work.observed())
         if hand.handed:  # What the steps report until the worker ends: written once, here.
@@ -359,6 +368,8 @@ class Lifecycle:
         if tracked.gone:
             return None
         after: Mapping[str, Any] | None = None
+        if work.hold and not work.release:
+            after = await self._hold(work)
         if work.patch:
             try:
                 after = await self.runtime.cluster.executions.patch_status(
@@ -380,6 +391,38 @@ class Lifecycle:
             notes=work.notes,
             instance=self.instance,
             redactor=self.runtime.redactors.of(namespace=tracked.namespace, slug=tracked.swarm),
+        )
+        return after
+
+    async def _hold(self, work: work_.Work) -> Mapping[str, Any] | None:
+        """The operator's finalizer on the Execution, whose worker outlives this step: deleting it
+        then waits for the cleanup. A failed patch is tried by the next step; meanwhile the Pod's
+        owner reference and evidence finalizer keep its evidence (see the module docstring)."""
+        tracked = work.tracked
+        if FINALIZER in tracked.finalizers or tracked.deleting or tracked.gone:
+            return None  # A finalizer cannot be added to an Execution being deleted (the API refuses).
+        try:
+            after = await self.runtime.cluster.executions.patch(
+                namespace=tracked.namespace,
+                name=tracked.name,
+                body={
+                    "metadata": {
+                        "finalizers": [*tracked.finalizers, FINALIZER],
+                        "uid": tracked.uid,
+                        "resourceVersion": tracked.resource_version,
+                    }
+                },
+            )
+        except errors.ApiError as e:  # A newer version of it (the watch brings it), or an outage.
+            logger.info("Could not put the finalizer on %s/%s yet: %s", tracked.namespace, tracked.name, e)
+            retry = work_.CONFLICT_RETRY if isinstance(e, errors.PreconditionFailed) else work_.LAUNCH_RETRY
+            work.retry_after = retry if work.retry_after is None else min(work.retry_after, retry)
+            return None
+        metadata = after.get("metadata") or {}
+        work.tracked = dataclasses.replace(
+            tracked,
+            resource_version=str(metadata.get("resourceVersion") or tracked.resource_version),
+            finalizers=tuple(metadata.get("finalizers") or (*tracked.finalizers, FINALIZER)),
         )
         return after
 

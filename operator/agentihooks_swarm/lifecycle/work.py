@@ -36,6 +36,8 @@ class Work:
     notes: events.Collected = dataclasses.field(default_factory=events.Collected)
     retry_after: float | None = None
     release: bool = False
+    #: A worker of this Execution may outlive the step: its write puts the operator's finalizer on.
+    hold: bool = False
     settled: bool = False
     waits_for_pod: bool = False
 

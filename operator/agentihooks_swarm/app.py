@@ -167,8 +167,15 @@ def build(
 ) -> App:
     """An :class:`App` on the given clients and store."""
     index = event_index.EventIndex(namespaces=settings.served_namespaces, metrics=metrics)
+    queue, table, pods_table = _tables(settings=settings, legacy_finalizers=legacy_finalizers)
     runtime = _runtime(
-        settings=settings, metrics=metrics, cluster=cluster, store=store, capture=capture, index=index
+        settings=settings,
+        metrics=metrics,
+        cluster=cluster,
+        store=store,
+        capture=capture,
+        index=index,
+        workers=pods_table,
     )
     leader = leadership.Leadership(
         leases=cluster.leases,
@@ -177,14 +184,6 @@ def build(
         holder=identity,
         duration=settings.lease_duration_seconds,
     )
-    queue: KeyedQueue[str] = KeyedQueue()
-    table = executions_.Executions(
-        expiry=executions_.Expiry(default_ttl=settings.ttl_seconds_after_finished),
-        wake=queue.add,
-        legacy_finalizers=legacy_finalizers,
-        clock=time.monotonic,
-    )
-    pods_table = worker_pods.WorkerPods(owners=table.named, wake=queue.add)
     watches = _watches(settings=settings, cluster=cluster, table=table, index=index, workers=pods_table)
     made = _credentials(settings=settings, runtime=runtime, store=store, leader=leader, identity=identity)
     steps = _lifecycle(
@@ -232,6 +231,21 @@ def build(
     )
 
 
+def _tables(
+    *, settings: settings_.Settings, legacy_finalizers: frozenset[str]
+) -> tuple[KeyedQueue[str], executions_.Executions, worker_pods.WorkerPods]:
+    """The work queue, the Executions' table that feeds it, and the worker Pods' table that wakes
+    an Execution when its worker changes (and answers the steps' reads a stale view cannot harm)."""
+    queue: KeyedQueue[str] = KeyedQueue()
+    table = executions_.Executions(
+        expiry=executions_.Expiry(default_ttl=settings.ttl_seconds_after_finished),
+        wake=queue.add,
+        legacy_finalizers=legacy_finalizers,
+        clock=time.monotonic,
+    )
+    return queue, table, worker_pods.WorkerPods(owners=table.named, wake=queue.add)
+
+
 def _runtime(
     *,
     settings: settings_.Settings,
@@ -240,6 +254,7 @@ def _runtime(
     store: operations.AsyncStore,
     capture: diagnostics.Capture,
     index: event_index.EventIndex,
+    workers: worker_pods.WorkerPods,
 ) -> model.Runtime:
     """What every step uses: the clients, the recorder, the capture (redacting before it is stored
     when the settings say so) and the worker policy."""
@@ -254,6 +269,7 @@ def _runtime(
         worker_policy=worker_policy.WorkerPolicy.from_settings(settings),
         redactors=text.Redactors(redactor),
         store_redactor=redactor if settings.store_redacted else None,
+        workers=workers,
     )
 
 
@@ -399,6 +415,7 @@ def _watches(
             sources=[cluster.pods.worker_pods_listing(namespace=n) for n in served],
             handler=workers,
             page=worker_pods.PAGE,
+            on_sync=workers.synced,
             refused_hint="grant list and watch on pods; until then running workers are read on every resync",
         ),
     )

@@ -301,19 +301,19 @@ async def test_a_pod_that_fails_after_the_read_that_judged_it_is_captured_not_de
     )
     await until_handed(scene, name, process=process)
     await pods.wait_for_phase(scene.api, namespace=namespace, name=pod, phase="Running", timeout=60)
-    # Cleanup's list of the attempt's Pods is answered 2 s after the API server made it (within the
-    # operator's 3 s API timeout); the worker fails in between.
-    pods_path = rf"/api/v1/namespaces/{namespace}/pods"
-    threaded_fault_proxy.delay(
-        seconds=2.0, method="GET", path=pods_path, query="labelSelector=", times=1, after_forward=True
-    )
+    # The cancelled step's read of the worker (the one its cleanup judges it by) is answered 2 s
+    # after the API server made it (within the operator's 3 s API timeout); the worker fails in
+    # between.
+    pod_path = rf"/api/v1/namespaces/{namespace}/pods/{pod}"
+    before = threaded_fault_proxy.count(method="GET", path=pod_path)
+    threaded_fault_proxy.delay(seconds=2.0, method="GET", path=pod_path, times=1, after_forward=True)
     await scene.delete(name)
 
-    async def listing() -> bool:
-        return threaded_fault_proxy.count(method="GET", path=pods_path, query="labelSelector=") >= 1
+    async def reading() -> bool:
+        return threaded_fault_proxy.count(method="GET", path=pod_path) > before
 
-    await scene.until(listing, what="cleanup's list of the Pods", process=process)
-    await asyncio.sleep(0.5)  # The list has been answered (loopback): what it says is Running.
+    await scene.until(reading, what="the step's read of the worker", process=process)
+    await asyncio.sleep(0.5)  # The read has been answered (loopback): what it says is Running.
     await fail_worker(scene.api, namespace=namespace, pod=pod, exit_code=3, reason="Error")
     await scene.until_gone(name, process=process)
     retained = await retained_of(scene, name)
@@ -346,15 +346,16 @@ async def test_launch_removal_captures_a_pod_that_fails_after_the_read_that_judg
     )
     await client.CoreV1Api(scene.api).create_namespaced_pod(namespace, planted)
     await pods.wait_for_phase(scene.api, namespace=namespace, name=pod, phase="Running", timeout=60)
-    # The launch adopts the Pod (its first read), the hand is refused (a project outside the
-    # registration), and launch removal's read is answered 2 s after the API server made it.
+    # The launch adopts the Pod (as its watch saw it, or by a create that answers 409 and a read),
+    # the hand is refused (a project outside the registration), and launch removal's read is
+    # answered 2 s after the API server made it.
     pod_path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
-    threaded_fault_proxy.delay(seconds=0.0, method="GET", path=pod_path, times=1)
-    threaded_fault_proxy.delay(seconds=2.0, method="GET", path=pod_path, times=1, after_forward=True)
+    threaded_fault_proxy.delay(seconds=2.0, method="GET", path=pod_path, times=2, after_forward=True)
     process = scene.start(kubeconfig=fault_proxy_kubeconfig)
 
     async def removal_read() -> bool:
-        return threaded_fault_proxy.count(method="GET", path=pod_path) >= 2
+        created = threaded_fault_proxy.count(method="POST", path=f"/api/v1/namespaces/{namespace}/pods")
+        return threaded_fault_proxy.count(method="GET", path=pod_path) >= (2 if created else 1)
 
     await scene.until(removal_read, what="launch removal's read", process=process, timeout=60)
     await asyncio.sleep(0.5)  # The read has been answered (loopback): what it says is Running.

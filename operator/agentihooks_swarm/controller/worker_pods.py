@@ -17,16 +17,19 @@ that the Pod's namespace and execution label name, through ``owners`` (the Execu
 A Pod that is new to the table wakes nothing when it comes from the watch (the launch that
 created it has just stepped), and wakes its Execution when it comes from a later list (it may
 have changed while nobody watched). The first list wakes nothing: the operator's first resync
-steps everything. The step reads the Pod itself: the digest only decides when to look.
+steps everything. A step reads the Pod itself where it decides anything of it; the view also
+spares it the reads a stale answer cannot harm (:mod:`lifecycle.watched`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from agentihooks_swarm.kubernetes import labels, owners
+from agentihooks_swarm.lifecycle.watched import UNKNOWN, Seen, WorkerPod, digest
+
+__all__ = ["PAGE", "PARKED_ROUNDS", "WorkerPod", "WorkerPods", "digest"]
 
 #: Pods listed per request when the watch (re)lists.
 PAGE: Final = 500
@@ -34,51 +37,9 @@ PAGE: Final = 500
 #: does not show, an outcome a worker wrote to Redis while it still runs, waits at most that long.
 PARKED_ROUNDS: Final = 6
 
-#: What a step judges of a Pod: its UID, phase, whether it is being deleted, and each container's
-#: state (``waiting``, ``running`` or ``terminated``) with its restart count.
-Digest = tuple[str, str, bool, tuple[tuple[str, str, int], ...]]
-
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def digest(body: Mapping[str, Any]) -> Digest:
-    metadata = _mapping(body.get("metadata"))
-    status = _mapping(body.get("status"))
-    containers: list[tuple[str, str, int]] = []
-    for field in ("initContainerStatuses", "containerStatuses"):
-        found = status.get(field)
-        for item in found if isinstance(found, list) else []:
-            item = _mapping(item)
-            state = next(iter(_mapping(item.get("state"))), "")
-            restarts = item.get("restartCount")
-            containers.append(
-                (str(item.get("name") or ""), str(state), restarts if isinstance(restarts, int) else 0)
-            )
-    return (
-        str(metadata.get("uid") or ""),
-        str(status.get("phase") or ""),
-        bool(metadata.get("deletionTimestamp")),
-        tuple(containers),
-    )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WorkerPod:
-    """What the table keeps of one worker Pod."""
-
-    namespace: str
-    name: str
-    #: Its labels: the execution it was launched for, the controller owner, the generation.
-    execution: str
-    owner: str
-    generation: str
-    digest: Digest
-    #: The UID of the Execution its controller reference names ("" when it has none).
-    controller: str = ""
-    #: Whether it carries the operator's evidence finalizer (held until its evidence is stored).
-    held: bool = False
 
 
 class WorkerPods:
@@ -90,11 +51,23 @@ class WorkerPods:
         self._pods: dict[tuple[str, str], WorkerPod] = {}
         self._listed: set[tuple[str, str]] | None = None
         self._lists = 0
+        self._synced = False
         #: Wakes sent (for the log and tests).
         self.woken = 0
 
     def __len__(self) -> int:
         return len(self._pods)
+
+    def synced(self, value: bool) -> None:
+        """Told by the informer whether its view is whole (listed, and watching)."""
+        self._synced = value
+
+    def seen(self, *, namespace: str, name: str) -> Seen:
+        """What the watch last saw of the Pod ``namespace/name`` (:class:`lifecycle.watched.WorkerWatch`):
+        nothing known while the informer is out of sync."""
+        if not self._synced:
+            return UNKNOWN
+        return Seen(known=True, pod=self._pods.get((namespace, name)))
 
     def unowned(self) -> list[WorkerPod]:
         """The Pods whose execution label names no Execution the table of Executions tracks: a

@@ -15,7 +15,7 @@ from typing import Any
 from agentihooks_swarm import errors, metrics, records
 from agentihooks_swarm.capture import diagnostics, redaction
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.lifecycle import cleanup, events, finals, model
+from agentihooks_swarm.lifecycle import cleanup, events, finals, model, watched
 from agentihooks_swarm.lifecycle.model import Phase, Progress
 from agentihooks_swarm.storage import keys, operations
 
@@ -56,12 +56,12 @@ async def advance(
     cancelled: bool,
     deadline_seconds: float,
     notify: events.Events,
+    looked: dict[str, Any] | None = None,
 ) -> Progress:
     """Move the attempt on; raises what :func:`cleanup.run` raises when a cleanup pass fails,
-    and :class:`Interrupted` when the step fails before its cleanup began.
-
-    The attempt's records are read once, together, at the start of the step (one round trip).
-    """
+    and :class:`Interrupted` when the step fails before its cleanup began. The attempt's records
+    are read once, together, at the start of the step (one round trip). ``looked``: the worker
+    Pod as the launch saw it in this same step (:attr:`launch.Launched.pod`)."""
     with _before_cleanup():
         stored = await store.read_attempt(slug=attempt.slug, execution=attempt.execution)
     retained = stored.retained
@@ -84,6 +84,7 @@ async def advance(
                 stored=stored,
                 notify=notify,
                 seen=seen,
+                looked=looked,
             )
             if isinstance(found, Progress):
                 return found
@@ -122,6 +123,7 @@ async def advance(
         notify=notify,
         seen=seen,
         journal=stored.journal,
+        gone=_removed_at_launch(hand),
     )
     return _finished(stored=stored, retained=retained)
 
@@ -137,9 +139,15 @@ async def _become_final(
     stored: operations.AttemptRecords,
     notify: events.Events,
     seen: dict[str, dict[str, Any]],
+    looked: dict[str, Any] | None = None,
 ) -> records.FinalRecord | Progress:
     """The attempt's final record (written once now, or an earlier one), or the progress of an
     attempt that is not final yet."""
+    unread = _not_ended(
+        runtime=runtime, attempt=attempt, hand=hand, cancelled=cancelled, stored=stored, looked=looked
+    )
+    if unread is not None:
+        return unread
     pod = await runtime.cluster.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
     if isinstance(pod, dict) and not attempt.owns(pod):
         pod = None  # A look-alike under the worker's name is not the worker: the worker is gone.
@@ -191,6 +199,48 @@ async def _become_final(
         + (f" ({final.reason})." if final.reason else "."),
     )
     return final
+
+
+def _removed_at_launch(hand: records.HandResult) -> frozenset[str]:
+    """The UID of the Pod a refused hand's launch removal removed (gone for good), if it did."""
+    return frozenset({hand.pod_uid}) if not hand.handed and hand.removed and hand.pod_uid else frozenset()
+
+
+def _not_ended(
+    *,
+    runtime: model.Runtime,
+    attempt: model.Attempt,
+    hand: records.HandResult,
+    cancelled: bool,
+    stored: operations.AttemptRecords,
+    looked: dict[str, Any] | None,
+) -> Progress | None:
+    """The progress of a worker plainly still going, judged without reading its Pod; None when the
+    Pod must be read (see :mod:`.watched`). Only a worker that nothing but its Pod can end (handed,
+    not cancelled, no successful outcome reported) is judged so: from the launch's own view of the
+    Pod in the step that launched it (not ended: Pending or Running, no container terminated), or
+    from the watch (running, every container running). A Pod that ends after the view was taken
+    is a change of the Pod, which the watch brings and which wakes the next step."""
+    if not hand.handed or cancelled or (stored.outcome is not None and stored.outcome.success):
+        return None
+    if looked is not None:
+        _, phase, deleting, containers = watched.digest(looked)
+        ended = (
+            deleting
+            or phase not in ("", "Pending", "Running")
+            or any(c[1] == "terminated" for c in containers)
+        )
+        if ended:
+            return None
+        return Progress(phase=Phase.of_pod(phase), waiting_for=WORKER_RUNNING)
+    seen = (
+        runtime.workers.seen(namespace=attempt.namespace, name=hand.pod)
+        if runtime.workers
+        else watched.UNKNOWN
+    )
+    if seen.pod is None or not seen.pod.running() or not attempt.owns(seen.pod.as_object()):
+        return None
+    return Progress(phase=Phase.RUNNING, waiting_for=WORKER_RUNNING, waits_for_pod=True)
 
 
 def _finished(*, stored: operations.AttemptRecords, retained: records.Retained) -> Progress:

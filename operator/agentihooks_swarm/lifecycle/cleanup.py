@@ -280,6 +280,36 @@ def _look_alikes(
         notify.warning(reason="LookAlikePod", message=message + ".")
 
 
+def _watched_pods(
+    *, runtime: model.Runtime, attempt: model.Attempt, gone: frozenset[str]
+) -> list[dict[str, Any]] | None:
+    """The attempt's Pods to pin, without a list: None when they must be listed.
+
+    The operator makes one Pod per attempt, under the attempt's name, and records its UID in the
+    hand (``attempt.pod_uid``); only what the attempt owns is ever pinned. So every Pod the operator
+    made for the attempt is the hand's Pod, pinned here whatever the watch shows (a Pod the watch
+    has not seen yet is pinned all the same; one gone since is found ``absent`` by its removal's
+    read), unless its launch removal removed it (``gone``: that UID is gone for good, its capture
+    stored). The watch adds the Pod now under the attempt's name when it is the attempt's own under
+    another UID. An attempt known by its labels alone (launched by a version that recorded no
+    UID), or a watch out of sync, is listed as before; so are look-alikes, which a list reports.
+    """
+    if attempt.labels_only or not attempt.pod_uid or runtime.workers is None:
+        return None
+    seen = runtime.workers.seen(namespace=attempt.namespace, name=attempt.pod_name)
+    if not seen.known:
+        return None
+    found: dict[str, dict[str, Any]] = {}
+    if attempt.pod_uid not in gone:
+        found[attempt.pod_uid] = {"metadata": {"name": attempt.pod_name, "uid": attempt.pod_uid}}
+    if seen.pod is not None and seen.pod.uid not in gone:
+        watched_pod = seen.pod.as_object()
+        if not attempt.owns(watched_pod):
+            return None  # Not plainly the attempt's: a list judges it (and reports a look-alike).
+        found[seen.pod.uid] = watched_pod
+    return list(found.values())
+
+
 async def pin(
     *,
     runtime: model.Runtime,
@@ -289,22 +319,28 @@ async def pin(
     seen: dict[str, dict[str, Any]] | None = None,
     stored: records.Journal | None = None,
     notify: events.Events | None = None,
+    gone: frozenset[str] = frozenset(),
 ) -> records.Journal | records.Retained:
     """The attempt's journal entry: ``stored`` (read by the caller in this pass), or a new one
     pinning what exists now; or the retained record, when another pass retained first.
 
     The Pods listed for a new entry are added to ``seen`` (by name), for the removal that follows.
+    ``gone``: UIDs of the attempt's Pods that its launch removal removed (see :func:`_watched_pods`).
     """
     if stored is not None:
         return stored
     selector = labels.selector(attempt.labels)
-    listed = await runtime.cluster.pods.list(namespace=attempt.namespace, selector=selector)
-    # The labels are anyone's to write: only what the Execution owns is pinned (captured, deleted).
-    found_pods = [p for p in listed if attempt.owns(p)]
-    if seen is not None:
-        seen.update(
-            {str(p["metadata"]["name"]): p for p in found_pods if isinstance(p.get("metadata"), dict)}
-        )
+    watched_pods = _watched_pods(runtime=runtime, attempt=attempt, gone=gone)
+    if watched_pods is not None:
+        listed = found_pods = watched_pods
+    else:
+        listed = await runtime.cluster.pods.list(namespace=attempt.namespace, selector=selector)
+        # The labels are anyone's to write: only what the Execution owns is pinned (captured, deleted).
+        found_pods = [p for p in listed if attempt.owns(p)]
+        if seen is not None:
+            seen.update(
+                {str(p["metadata"]["name"]): p for p in found_pods if isinstance(p.get("metadata"), dict)}
+            )
     pod_uids = {str(p["metadata"]["uid"]) for p in found_pods} | (
         {attempt.pod_uid} if attempt.pod_uid else set()
     )
@@ -347,6 +383,7 @@ async def run(
     notify: events.Events,
     seen: dict[str, dict[str, Any]] | None = None,
     journal: records.Journal | None = None,
+    gone: frozenset[str] = frozenset(),
 ) -> records.Retained:
     """One cleanup pass to the end, or an exception that leaves the journal for the next pass.
 
@@ -358,7 +395,14 @@ async def run(
     """
     seen = dict(seen or {})
     pinned = await pin(
-        runtime=runtime, store=store, guard=guard, attempt=attempt, seen=seen, stored=journal, notify=notify
+        runtime=runtime,
+        store=store,
+        guard=guard,
+        attempt=attempt,
+        seen=seen,
+        stored=journal,
+        notify=notify,
+        gone=gone,
     )
     if isinstance(pinned, records.Retained):
         return pinned

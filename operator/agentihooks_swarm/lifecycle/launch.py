@@ -24,7 +24,7 @@ from typing import Any
 from agentihooks_swarm import errors, metrics, records, resources
 from agentihooks_swarm.capture import causes, diagnostics
 from agentihooks_swarm.kubernetes import core, labels, pods as pods_
-from agentihooks_swarm.lifecycle import events, model, pod_template, removal as removal_
+from agentihooks_swarm.lifecycle import events, model, pod_template, removal as removal_, watched
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +68,25 @@ async def ensure_pod(
     worker: resources.WorkerTemplate,
     startup_deadline_seconds: int = 600,
     credential: str | None = None,
+    workers: watched.WorkerWatch | None = None,
 ) -> dict[str, Any]:
     """Create the attempt's worker Pod, or adopt it if an earlier pass created it.
+
+    An owned Pod of that name that the worker Pods' watch (``workers``) has seen, not being
+    deleted, is adopted as the watch saw it, without a request (:mod:`.watched` says why a stale
+    view is harmless here); any other is judged from a live read after the create.
 
     A 400 or 422 is the API server refusing the Pod the worker template builds: that raises
     :class:`~agentihooks_swarm.errors.SpecRejected`, which no retry can fix.
     """
+    seen = workers.seen(namespace=attempt.namespace, name=attempt.pod_name) if workers else watched.UNKNOWN
+    if seen.pod is not None and not seen.pod.deleting:
+        known = seen.pod.as_object()
+        if is_ours(known, attempt=attempt):
+            logger.info(
+                "Adopted the existing worker pod %s/%s (as watched).", attempt.namespace, attempt.pod_name
+            )
+            return known
     body = pod_template.pod_body(
         attempt=attempt,
         worker=worker,
@@ -157,6 +170,10 @@ class Launched:
 
     hand: records.HandResult
     detail: str = ""
+    #: The worker Pod as the launch last saw it: the create's answer, the adoption's read, or the
+    #: watch's view (:mod:`.watched`). Never a capture's read: only whether it has plainly not
+    #: ended yet is judged from it.
+    pod: dict[str, Any] | None = None
 
 
 def _refused(reason: records.HandReason, *, kind: str, body: dict[str, Any], e: errors.ApiError) -> Refusal:
@@ -476,6 +493,7 @@ async def launch(
             worker=swarm.worker,
             startup_deadline_seconds=runtime.startup_deadline_seconds,
             credential=credential,
+            workers=runtime.workers,
         )
     except OwnPodTerminating as e:
         # Its evidence finalizer holds it: capture it (a refusal's capture is stored, as launch
@@ -509,7 +527,8 @@ async def launch(
         return Launched(
             hand=records.HandResult(
                 generation=attempt.generation, handed=True, pod=attempt.pod_name, pod_uid=pod_uid
-            )
+            ),
+            pod=pod,
         )
     removal = await remove_at_launch(
         runtime=runtime,

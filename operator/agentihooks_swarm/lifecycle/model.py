@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from agentihooks_swarm import errors, metrics as metrics_, records, text
 from agentihooks_swarm.capture import diagnostics
 from agentihooks_swarm.kubernetes import clients, event_index, labels, owners
-from agentihooks_swarm.lifecycle import worker_policy as worker_policy_
+from agentihooks_swarm.lifecycle import watched, worker_policy as worker_policy_
 
 
 class Phase(enum.StrEnum):
@@ -117,6 +117,9 @@ class Runtime:
     #: None: stored as printed). ``startup`` is wrapped with it too; this covers the evidence of a
     #: worker never scheduled, which is no startup capture.
     store_redactor: text.Redactor | None = None
+    #: The operator's watch of its worker Pods, for the reads a stale view cannot harm
+    #: (:mod:`.watched`); None: every such read goes to the API server.
+    workers: watched.WorkerWatch | None = None
 
     @property
     def reader(self) -> diagnostics.Reader:

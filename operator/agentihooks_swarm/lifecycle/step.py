@@ -182,6 +182,7 @@ class Lifecycle:
             return None
         hand = launched.hand
         work.hold = True  # A Pod exists now, whether or not Redis takes its hand below.
+        work.looked = launched.pod
         earlier = work.view.get("conditions")
         work.answer(status_.handed(hand, detail=launched.detail, earlier=earlier), **work.observed())
         if hand.handed:  # What the steps report until the worker ends: written once, here.
@@ -286,16 +287,20 @@ class Lifecycle:
 
     async def _advance(self, work: work_.Work, hand: records.HandResult) -> None:
         tracked = work.tracked
+        attempt = tracked.attempt()
+        if attempt.pod_uid is None and not attempt.labels_only and hand.pod_uid:
+            attempt = dataclasses.replace(attempt, pod_uid=hand.pod_uid)  # Launched in this step.
         try:
             progress = await attempts.advance(
                 runtime=self.runtime,
                 store=self.store,
                 guard=self.guard,
-                attempt=tracked.attempt(),
+                attempt=attempt,
                 hand=hand,
                 cancelled=tracked.cancel or tracked.deleting,
                 deadline_seconds=self.archive_deadline_seconds,
                 notify=work.notes,
+                looked=work.looked,
             )
             if progress.done:
                 await self._note_refusals(work, progress)

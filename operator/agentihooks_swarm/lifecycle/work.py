@@ -38,6 +38,8 @@ class Work:
     release: bool = False
     #: A worker of this Execution may outlive the step: its write puts the operator's finalizer on.
     hold: bool = False
+    #: The worker Pod as this step's launch saw it (:attr:`launch.Launched.pod`), if it launched.
+    looked: dict[str, Any] | None = None
     settled: bool = False
     waits_for_pod: bool = False
 

@@ -1,0 +1,138 @@
+"""What the operator's watch of its worker Pods last saw of one Pod, and when a step may act on
+that instead of asking the API server.
+
+The watch (:class:`controller.worker_pods.WorkerPods`) keeps of each worker Pod a few short
+strings (:class:`WorkerPod`). A step reads it through :class:`WorkerWatch` to spare a request
+where a stale view costs nothing but a later step, and never where it could cost evidence:
+
+* **Adoption.** An owned Pod under the worker's name that the watch has seen, not being deleted,
+  is adopted without the create that would answer 409 and the read after it. A Pod deleted since
+  (the watch lags) is found gone by the next read of it (launch removal's re-read, the finality
+  check), as if it had been deleted a moment after a live read. A Pod the watch has not seen yet,
+  or one that is not plainly this attempt's own, takes today's path: create, then a live read.
+* **Finality.** A Pod the watch saw ``Running`` with every container running has not ended, so the
+  step waits for its next change without reading it. A Pod that ended since is a change the
+  watch brings, and that change wakes the step. Anything else (Pending, a container waiting or
+  terminated, being deleted, an outcome or a cancel to act on) is read live, as the startup
+  deadline and the capture need the whole Pod.
+* **The cleanup pin** is not built from the watch alone: see :func:`cleanup.pin`.
+
+Whatever the watch says, only a live read of a Pod decides whether it is captured or deleted (the
+spec's re-read), and a delete applies only to the UID (and version) that read saw.
+
+A watch out of sync (listing again after a 410, a failure, before its first list) answers
+nothing: :meth:`WorkerWatch.seen` says it does not know, and the step reads live.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from agentihooks_swarm.kubernetes import labels, owners
+
+#: What a step judges of a Pod: its UID, phase, whether it is being deleted, and each container's
+#: state (``waiting``, ``running`` or ``terminated``) with its restart count.
+Digest = tuple[str, str, bool, tuple[tuple[str, str, int], ...]]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def digest(body: Mapping[str, Any]) -> Digest:
+    metadata = _mapping(body.get("metadata"))
+    status = _mapping(body.get("status"))
+    containers: list[tuple[str, str, int]] = []
+    for field in ("initContainerStatuses", "containerStatuses"):
+        found = status.get(field)
+        for item in found if isinstance(found, list) else []:
+            item = _mapping(item)
+            state = next(iter(_mapping(item.get("state"))), "")
+            restarts = item.get("restartCount")
+            containers.append(
+                (str(item.get("name") or ""), str(state), restarts if isinstance(restarts, int) else 0)
+            )
+    return (
+        str(metadata.get("uid") or ""),
+        str(status.get("phase") or ""),
+        bool(metadata.get("deletionTimestamp")),
+        tuple(containers),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkerPod:
+    """What the watch keeps of one worker Pod."""
+
+    namespace: str
+    name: str
+    #: Its labels: the execution it was launched for, the controller owner, the generation.
+    execution: str
+    owner: str
+    generation: str
+    digest: Digest
+    #: The UID of the Execution its controller reference names ("" when it has none).
+    controller: str = ""
+    #: Whether it carries the operator's evidence finalizer (held until its evidence is stored).
+    held: bool = False
+
+    @property
+    def uid(self) -> str:
+        return self.digest[0]
+
+    @property
+    def deleting(self) -> bool:
+        return self.digest[2]
+
+    def as_object(self) -> dict[str, Any]:
+        """The Pod as far as the watch knows it, in the API's shape: its name, UID, the attempt's
+        labels, its controller reference and finalizer, its phase (what :meth:`model.Attempt.owns`
+        and a launch's hand read; never what a capture reads)."""
+        metadata: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "uid": self.uid,
+            "labels": {
+                labels.OWNER: self.owner,
+                labels.EXECUTION: self.execution,
+                labels.GENERATION: self.generation,
+            },
+        }
+        if self.controller:
+            metadata["ownerReferences"] = [
+                owners.execution_reference(name=self.execution, uid=self.controller)
+            ]
+        if self.held:
+            metadata["finalizers"] = [owners.EVIDENCE_FINALIZER]
+        return {"metadata": metadata, "status": {"phase": self.digest[1]}}
+
+    def running(self) -> bool:
+        """Running, with every container (init containers included) running, and not being
+        deleted: its worker has started and has not ended, so there is nothing to read yet."""
+        _, phase, deleting, containers = self.digest
+        return (
+            phase == "Running"
+            and not deleting
+            and bool(containers)
+            and all(c[1] == "running" for c in containers)
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Seen:
+    """What the watch says of one Pod name: ``known`` False while it is out of sync (ask the API
+    server); else ``pod``, or None when the watch holds no Pod of that name."""
+
+    known: bool
+    pod: WorkerPod | None = None
+
+
+UNKNOWN = Seen(known=False)
+
+
+class WorkerWatch(Protocol):
+    """The worker Pods as the operator's watch last saw them (see the module docstring)."""
+
+    def seen(self, *, namespace: str, name: str) -> Seen: ...

@@ -1,0 +1,194 @@
+"""The reads a step spares with the operator's watch of its worker Pods (lifecycle/watched.py), on
+the real API server through the fault proxy, with the watch itself behind that proxy:
+
+* a refused launch adopts the Pod the watch saw (no create, no read before the spec's re-read),
+  and its cleanup pins no Pod its launch removal removed (no list);
+* the watch lagging while it believes itself in sync (its next watch request held back, so a
+  Pod the launch made is not in it yet): the cleanup still pins, captures and removes that Pod;
+* the watch listing again (after a 410 or a failed watch, its list held back): it answers
+  nothing, and the step lists the Pods itself.
+
+No Pod is missed and none is left behind in any of them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agentihooks_swarm.controller import executions, worker_pods
+from agentihooks_swarm.kubernetes import informer, labels
+from agentihooks_swarm.lifecycle import model, watched
+from tests.support import builders, cleanup_passes, pods, watching
+from tests.support.fixtures_rig import Rig
+from tests.support.planting import SLUG
+from tests.support.proxy import WATCH_QUERY, Respond, WatchError
+
+pytestmark = pytest.mark.integration
+
+#: The watch's own list of every worker Pod (by the execution label alone), not a step's list of
+#: one attempt's Pods (whose selector names the execution).
+WATCH_LIST = re.compile(r"labelSelector=swarm\.agentihooks\.io/execution-id(&|$)")
+
+
+@dataclasses.dataclass
+class Watched:
+    runtime: model.Runtime
+    table: worker_pods.WorkerPods
+    watch: informer.Informer
+
+
+@contextlib.asynccontextmanager
+async def watched_runtime(rig: Rig) -> AsyncIterator[Watched]:
+    """The operator's runtime with its worker Pods' watch, both through the proxy; the watch's
+    requests end every second, so a rule on the next one takes effect at once."""
+    async with rig.runtime() as runtime:
+        table = worker_pods.WorkerPods(owners=lambda namespace, execution: (), wake=lambda uid: None)
+        watch = informer.Informer(
+            name="worker pods",
+            sources=[runtime.cluster.pods.worker_pods_listing(namespace=rig.namespace)],
+            handler=table,
+            watch_seconds=1,
+            retry_seconds=0.2,
+            retry_cap_seconds=0.4,
+            on_sync=table.synced,
+        )
+        task = asyncio.create_task(watch.run())
+        try:
+            await asyncio.wait_for(watch.ready.wait(), 20)
+            yield Watched(runtime=dataclasses.replace(runtime, workers=table), table=table, watch=watch)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _tracked(rig: Rig, name: str) -> model.Tracked:
+    found = executions.track(await watching.execution(rig.api, namespace=rig.namespace, name=name))
+    assert found is not None
+    return found
+
+
+def _pods_path(rig: Rig) -> str:
+    return rf"/api/v1/namespaces/{rig.namespace}/pods$"
+
+
+def _attempt_lists(rig: Rig) -> int:
+    """The step's lists of one attempt's Pods (its selector names the execution)."""
+    return sum(
+        1
+        for c in rig.proxy.calls()
+        if c.method == "GET" and re.match(_pods_path(rig), c.path) and "execution-id=" in c.query
+    )
+
+
+async def _running(rig: Rig, name: str) -> None:
+    """A Swarm whose workers kwok runs for ten minutes, and Execution ``name`` of it."""
+    runs = pods.protocol_annotations(phase="Running", run_for="10m")
+    await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace, annotations=runs))
+    await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
+
+
+async def _cancel_and_clean_up(rig: Rig, steps: Any, name: str) -> dict[str, Any]:
+    """Cancel Execution ``name`` and step it: its cleanup's retained record."""
+    await watching.merge_patch(
+        rig.api, namespace=rig.namespace, plural="executions", name=name, body={"spec": {"cancel": True}}
+    )
+    done = await steps.step(await _tracked(rig, name))
+    assert done.settled, done
+    return await cleanup_passes.retained_of(rig.store, await rig.attempt(execution=name))
+
+
+async def _until(what: str, check: Any) -> None:
+    async def probe() -> bool:
+        return bool(check())
+
+    await watching.eventually(probe, what=what, timeout=20)
+
+
+async def test_a_refused_launch_adopts_the_watched_pod_and_lists_nothing(rig: Rig) -> None:
+    name = "refused"
+    await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace))
+    await watching.create(
+        rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG, project="elsewhere")
+    )
+    attempt = await rig.attempt(execution=name)
+    planted = await rig.plant(attempt, exit_code=78, reason="Error")
+    async with watched_runtime(rig) as found:
+        await _until(
+            "the watch to see the planted Pod",
+            lambda: found.table.seen(namespace=rig.namespace, name=attempt.pod_name).pod is not None,
+        )
+        rig.proxy.reset_counts()
+        done = await rig.steps(found.runtime).step(await _tracked(rig, name))
+    assert done.settled
+    pod = f"/api/v1/namespaces/{rig.namespace}/pods/{attempt.pod_name}"
+    asked = [(c.method, c.path) for c in rig.proxy.calls() if "/pods" in c.path and "watch=" not in c.query]
+    # No create answering 409 and no read before the spec's re-read; no list of the attempt's Pods.
+    assert asked == [("GET", pod), ("GET", pod + "/log"), ("DELETE", pod), ("PATCH", pod)], "\n".join(
+        f"{c.method} {c.path} {c.query}" for c in rig.proxy.calls()
+    )
+    assert _attempt_lists(rig) == 0
+    stored = await rig.startup(execution=name)
+    assert stored is not None and stored.uid == planted["metadata"]["uid"]
+    await rig.gone(attempt)
+    retained = await cleanup_passes.retained_of(rig.store, attempt)
+    assert retained["removed"]["pods"] == []  # Launch removal took it; its capture is the launch record.
+
+
+async def test_a_pod_the_lagging_watch_has_not_seen_is_pinned_captured_and_removed(rig: Rig) -> None:
+    name = "lagging"
+    await _running(rig, name)
+    async with watched_runtime(rig) as found:
+        before = rig.proxy.count(method="GET", path=_pods_path(rig), query=WATCH_QUERY)
+        # Every later watch request waits 30 s upstream: the watch stays "in sync" but sees nothing.
+        held = rig.proxy.delay(seconds=30, method="GET", path=_pods_path(rig), query=WATCH_QUERY, times=None)
+        await rig.proxy.wait_for_count(
+            at_least=before + 1, timeout=10, method="GET", path=_pods_path(rig), query=WATCH_QUERY
+        )
+        steps = rig.steps(found.runtime)
+        worker = labels.worker_pod_name(execution=name, generation=1)
+        await steps.step(await _tracked(rig, name))  # The launch creates the worker.
+        await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=worker, phase="Running")
+        assert found.watch.synced
+        assert found.table.seen(namespace=rig.namespace, name=worker) == watched.Seen(known=True, pod=None)
+        rig.proxy.reset_counts()
+        retained = await _cancel_and_clean_up(rig, steps, name)
+        assert found.table.seen(namespace=rig.namespace, name=worker).pod is None  # Still behind.
+        rig.proxy.remove_rule(held)
+    assert _attempt_lists(rig) == 0
+    [removed] = retained["removed"]["pods"]
+    assert (removed["name"], removed["outcome"]) == (worker, "deleted")
+    await cleanup_passes.gone(rig.api, rig.namespace, worker)
+
+
+@pytest.mark.parametrize("fault", ["410", "500"])
+async def test_a_watch_listing_again_answers_nothing_and_the_step_lists_itself(rig: Rig, fault: str) -> None:
+    name = f"relist-{fault}"
+    await _running(rig, name)
+    async with watched_runtime(rig) as found:
+        steps = rig.steps(found.runtime)
+        worker = labels.worker_pod_name(execution=name, generation=1)
+        await steps.step(await _tracked(rig, name))
+        await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=worker, phase="Running")
+        await _until(
+            "the watch to see the worker", lambda: found.table.seen(namespace=rig.namespace, name=worker).pod
+        )
+        # The next watch ends with a 410 or fails; the list after it never answers.
+        action = WatchError() if fault == "410" else Respond(status=500)
+        rig.proxy.add_rule(method="GET", path=_pods_path(rig), query=WATCH_QUERY, action=action, times=1)
+        rig.proxy.hang(method="GET", path=_pods_path(rig), query=WATCH_LIST, times=None)
+        await _until("the watch to list again", lambda: not found.watch.synced)
+        assert found.table.seen(namespace=rig.namespace, name=worker) == watched.UNKNOWN
+        rig.proxy.reset_counts()
+        retained = await _cancel_and_clean_up(rig, steps, name)
+        rig.proxy.clear_rules()
+    assert _attempt_lists(rig) == 1
+    [removed] = retained["removed"]["pods"]
+    assert (removed["name"], removed["outcome"]) == (worker, "deleted")
+    await cleanup_passes.gone(rig.api, rig.namespace, worker)

@@ -10,8 +10,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records, store as store_
+from agentihooks_swarm.controller import orphans
 from agentihooks_swarm.lifecycle import cleanup, model
-from agentihooks_swarm.storage import operations
+from agentihooks_swarm.storage import keys, operations
 from tests.support import builders, pods, stored_records, watching
 from tests.support.fixtures_rig import Rig
 from tests.support.orphan_adoption import adopts_once, new_leader
@@ -61,10 +62,14 @@ async def claimed_and_running(rig: Rig, *, name: str) -> tuple[str, model.Attemp
     return uid, attempt, final
 
 
+@pytest.mark.parametrize("claim", ["kept", "lost"])
 async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and_retained(
-    rig: Rig, swarm_crds: list[str]
+    rig: Rig, swarm_crds: list[str], claim: str
 ) -> None:
+    """``lost``: a Redis failover dropped the name's owner claim (the soak, seed 4220093611, left
+    such an entry for good): the swarm's namespace says where the Execution was."""
     name, store = "left", rig.store
+    assert await store.slugs.claim(slug=SLUG, namespace=rig.namespace) == rig.namespace
     await retained_earlier(store, execution="earlier")
     uid, attempt, final = await claimed_and_running(rig, name=name)
     async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
@@ -77,6 +82,10 @@ async def test_a_journal_entry_whose_execution_and_pods_are_gone_is_finished_and
         await client.CustomObjectsApi(rig.api).delete_namespaced_custom_object(
             "swarm.agentihooks.io", "v1alpha1", rig.namespace, "executions", name
         )
+
+        if claim == "lost":
+            await store.redis.hdel(store.key(SLUG, keys.OWNERS), name)
+            uid = orphans.unclaimed_uid(slug=SLUG, name=name)
 
         # A new leader: nothing tracked, no worker Pod to find the attempt by.
         tracked = await adopts_once(

@@ -24,8 +24,10 @@ while a journal entry is there. So the leader also reads the names in each swarm
 swarms that retained before, and those of the tracked Executions): an entry whose owner
 (``execution-owners``) is no tracked Execution, and which the API server no longer has under that
 UID, is adopted the same way; its step finds the pinned Pods gone (``absent`` or
-``absent_after_send``) and retains the records, as any cleanup pass does. Each entry is judged once
-per process and owner UID, and an entry in a namespace this replica may not read is left alone.
+``absent_after_send``) and retains the records, as any cleanup pass does. An entry whose name's
+claim a Redis failover dropped is judged by the swarm's namespace instead: with no Execution of that
+name there, it is finished the same way. Each entry is judged once per process and owner UID, and
+an entry in a namespace this replica may not read is left alone.
 """
 
 from __future__ import annotations
@@ -176,7 +178,8 @@ class Orphans:
             key = (slug, name, owner.uid if owner is not None else "")
             if key in self._journals_judged:
                 continue
-            if owner is None:  # Never claimed (an older version's records): not known to be gone.
+            if owner is None:
+                found.extend(await self._unclaimed(slug=slug, name=name))
                 self._journals_judged.add(key)
                 continue
             if self.table.get(owner.uid) is not None:
@@ -202,6 +205,30 @@ class Orphans:
                 found.append(tracked)
         return found
 
+    async def _unclaimed(self, *, slug: str, name: str) -> list[Tracked]:
+        """A journal entry whose name has no owner claim (a Redis failover can drop the claim a
+        launch made): the swarm's own namespace says where its Execution was, and when no
+        Execution of that name is there, the entry is finished as a gone Execution's (known by
+        :func:`unclaimed_uid`, since its UID went with the claim). An entry of an older version
+        (no slug namespace either), or one whose Execution cannot be read now, is left alone."""
+        try:
+            namespace = await _redis(self.store.redis.get(self.store.key(slug, keys.NAMESPACE)))
+            if namespace is None:
+                return []
+            namespace = namespace.decode() if isinstance(namespace, bytes) else str(namespace)
+            if await self.executions.read(namespace=namespace, name=name) is not None:
+                return []  # It exists: the table tracks it whenever it needs a step.
+            entry = await self.store.read_journal(slug=slug, execution=name)
+        except (errors.ApiError, errors.StoreUnavailable) as e:
+            logger.info(
+                "Leaving the unclaimed cleanup-journal entry of %s/%s alone for now: %s", slug, name, e
+            )
+            return []
+        if entry is None:
+            return []
+        uid = unclaimed_uid(slug=slug, name=name)
+        return [_gone(namespace=namespace, name=name, uid=uid, slug=slug, generation=entry.generation)]
+
     async def _journal_orphan(self, *, slug: str, name: str, owner: records.Owner) -> Tracked | None:
         """The gone Execution that owns the journal entry ``name``; None when it still exists."""
         execution = await self.executions.read(namespace=owner.namespace, name=name)
@@ -213,6 +240,12 @@ class Orphans:
         return _gone(
             namespace=owner.namespace, name=name, uid=owner.uid, slug=slug, generation=entry.generation
         )
+
+
+def unclaimed_uid(*, slug: str, name: str) -> str:
+    """What the table knows a gone Execution by when its UID went with its name's claim: no
+    Kubernetes UID has this shape, so it never stands for a live Execution nor owns a Pod."""
+    return f"unclaimed:{slug}/{name}"
 
 
 def _gone(*, namespace: str, name: str, uid: str, slug: str, generation: int) -> Tracked:

@@ -58,8 +58,8 @@ class Metrics:
         self.look_alike_pods = prometheus_client.Counter(
             "agentihooks_swarm_look_alike_pods",
             "Pods with a worker's name and labels that its Execution does not own, left alone.",
-            # path: launch (a Pod in the worker's way) | cleanup (one beside the attempt's own) |
-            # orphans (one naming an Execution that is gone)
+            # path: launch (a Pod in the worker's way) | cleanup (one beside the attempt's own, when
+            # cleanup lists the attempt's Pods) | orphans (one naming an Execution that is gone)
             ["path"],
             registry=self.registry,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import pathlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -212,6 +213,7 @@ def build(
             queue=queue,
             leader=leader,
             parking=watches[-1],
+            workers=pods_table,
             adopt=orphans.Orphans(
                 workers=pods_table,
                 table=table,
@@ -373,6 +375,7 @@ def _reconciler(
     leader: leadership.Leadership,
     parking: informer.Informer,
     adopt: orphans.Orphans,
+    workers: worker_pods.WorkerPods,
 ) -> reconciler_.Reconciler:
     """The workers that run the steps; a running worker is parked only while ``parking`` (the
     worker Pods' watch) is in sync."""
@@ -386,6 +389,7 @@ def _reconciler(
         parked_seconds=worker_pods.PARKED_ROUNDS * settings.cleanup_interval_seconds,
         parking=lambda: parking.synced,
         adopt=adopt.adopt,
+        urgency=functools.partial(reconciler_.urgency, workers=workers),
     )
 
 

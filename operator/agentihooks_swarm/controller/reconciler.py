@@ -25,9 +25,10 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from agentihooks_swarm import errors, metrics as metrics_
-from agentihooks_swarm.controller import executions as executions_
+from agentihooks_swarm.controller import executions as executions_, worker_pods
 from agentihooks_swarm.controller.workqueue import KeyedQueue
-from agentihooks_swarm.lifecycle import step as lifecycle_
+from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.lifecycle import model, step as lifecycle_
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,28 @@ logger = logging.getLogger(__name__)
 WORKERS: Final = 32
 #: Seconds before an Execution whose step failed unexpectedly is stepped again.
 ERROR_RETRY: Final = 10.0
+#: The order a resync queues steps in: a worker Pod whose evidence waits (it ended, a container
+#: terminated, or it is being deleted), then a deleted Execution, then the rest.
+URGENCY_EVIDENCE: Final = 0
+URGENCY_DELETION: Final = 1
+URGENCY_ROUTINE: Final = 2
+
+
+def urgency(tracked: model.Tracked, *, workers: worker_pods.WorkerPods) -> int:
+    """How soon ``tracked``'s step is wanted, from the worker Pods' watch: evidence first, since a
+    refused worker's Pod is what the operator exists to keep, and it is gone once someone else
+    deletes it without waiting; then deletions (a user waits on them); then everything else. A
+    watch out of sync says nothing, and the order is the table's."""
+    seen = workers.seen(
+        namespace=tracked.namespace,
+        name=labels.worker_pod_name(execution=tracked.name, generation=tracked.attempt_number),
+    )
+    pod = seen.pod
+    if pod is not None:
+        _, phase, deleting, containers = pod.digest
+        if deleting or phase in ("Failed", "Succeeded") or any(c[1] == "terminated" for c in containers):
+            return URGENCY_EVIDENCE
+    return URGENCY_DELETION if tracked.deleting or tracked.gone else URGENCY_ROUTINE
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -53,6 +76,9 @@ class Reconciler:
     parking: Callable[[], bool] = lambda: False
     #: Before each resync: find attempts whose Execution vanished unwatched (:mod:`orphans`).
     adopt: Callable[[], Awaitable[int]] | None = None
+    #: How soon an Execution's step is wanted (lower first): a resync, and above all a new
+    #: leader's catch-up, queues its steps in that order (:func:`urgency`).
+    urgency: Callable[[model.Tracked], int] = lambda tracked: URGENCY_ROUTINE
     #: The Executions queued by the last resync that have not been stepped since, and when it was.
     _round: set[str] = dataclasses.field(default_factory=set)
     _round_began: float = 0.0
@@ -115,8 +141,8 @@ class Reconciler:
             )
 
     def resync_now(self) -> None:
-        """Queue every Execution that needs a step (and is not deferred)."""
-        due = self.table.due()
+        """Queue every Execution that needs a step (and is not deferred), most urgent first."""
+        due = sorted(self.table.due(), key=self._urgency)
         if not self._round and due:  # A new round once the last one is over (it says how long).
             self._round, self._round_size = set(due), len(due)
             self._round_began = asyncio.get_running_loop().time()
@@ -124,6 +150,10 @@ class Reconciler:
             self.queue.add(uid, later=True)
         self.metrics.queue_depth.set(len(self.queue))
         self.metrics.executions_tracked.set(len(self.table))
+
+    def _urgency(self, uid: str) -> int:
+        tracked = self.table.get(uid)
+        return URGENCY_ROUTINE if tracked is None else self.urgency(tracked)
 
     async def resync(self) -> None:
         """Every ``interval`` seconds, while leading, queue every Execution that needs a step."""

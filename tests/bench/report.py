@@ -72,8 +72,15 @@ WHY: Final[dict[str, str]] = {
         "the launch reads the Swarm: its registration decides the hand, its template the Pod"
     ),
     f"GET {_POD}?labelSelector={{attempt}}": (
-        "final cleanup pins the attempt's Pods in cleanup-journal (it runs for every final attempt; "
-        "in A it finds the Pod already removed by launch removal, earlier in the same step)"
+        "final cleanup lists the attempt's Pods to pin them only while the worker Pods' watch is "
+        "listing again, or for a hand an older version recorded without the Pod's UID; otherwise "
+        "it pins the Pod the hand names (docs/architecture.md, what the watches answer)"
+    ),
+    "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms": (
+        "per operator, not per Pod: the leader's Swarm status pass lists the Swarms once per interval"
+    ),
+    "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}/status": (
+        "per Swarm, not per Pod: the Swarm's status (refusal summary, budget) when it changed"
     ),
     "GET /api/v1/namespaces/{ns}/services?labelSelector={attempt}": (
         "final cleanup pins the attempt's Services (the terminal Service, when the template has a port)"
@@ -91,15 +98,14 @@ WHY: Final[dict[str, str]] = {
 }
 WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ("A", f"GET {_POD}/{{pod}}"): (
-        "1 is the spec's re-read (launch removal, step 1); 1 is the adoption read: the launch "
-        "creates the Pod first, the planted Pod answers 409, and the Pod is read to check that its "
-        "Execution owns it (controller reference by UID) before it is adopted. Without a Pod left "
-        "by an earlier launch (the usual launch) there is no adoption read"
+        "the spec's re-read (launch removal, step 1). The planted Pod is adopted as the worker "
+        "Pods' watch saw it (owned by its Execution, not being deleted): no create answering 409 "
+        "and no adoption read, unless the watch had not listed it yet"
     ),
     ("B", f"GET {_POD}/{{pod}}"): (
-        "the finality check: each step of a launched attempt reads the Pod until it is Failed (more "
-        "than once per Pod when a resync comes while it is still Pending or Running). Cleanup does "
-        "not read it again: the pin's list a moment earlier in the same step is its read"
+        "the finality check: a step of a launched attempt reads the Pod unless the watch shows it "
+        "running (every container running) or the step's own launch just made it; the read that "
+        "finds it Failed is also the read its cleanup judges it by"
     ),
     ("A", f"PATCH {_EXECUTION}/status"): (
         "one per step: the attempt is final at once, so one step launches (adopts), captures, "
@@ -111,8 +117,9 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
         "A step that finds the worker still running writes nothing"
     ),
     ("A", f"POST {_POD}"): (
-        "the launch creates the worker Pod (create-or-adopt); the planted Pod, as a launch that "
-        "stopped before recording its hand left it, answers 409 AlreadyExists"
+        "the launch creates the worker Pod when the watch has not seen one under its name (the "
+        "planted Pod, as a launch that stopped before recording its hand left it, then answers 409 "
+        "AlreadyExists and is read back)"
     ),
     ("B", f"POST {_POD}"): "the launch creates the worker Pod",
     ("A", "POST /api/v1/namespaces/{ns}/events"): (

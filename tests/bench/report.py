@@ -60,7 +60,8 @@ WHY: Final[dict[str, str]] = {
         "per Swarm, not per Pod: the Swarm's worker credential Secret is created once"
     ),
     "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}/status": (
-        "per Swarm, not per Pod: the Swarm's `WorkerCredential` condition"
+        "per Swarm, not per Pod: the Swarm's `WorkerCredential` condition, and its status "
+        "(refusal summary, budget) when it changed"
     ),
     f"PATCH {_EXECUTION}": (
         "the operator's finalizer: put on by the launch step when the worker outlives it (so that "
@@ -78,9 +79,6 @@ WHY: Final[dict[str, str]] = {
     ),
     "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms": (
         "per operator, not per Pod: the leader's Swarm status pass lists the Swarms once per interval"
-    ),
-    "PATCH /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}/status": (
-        "per Swarm, not per Pod: the Swarm's status (refusal summary, budget) when it changed"
     ),
     "GET /api/v1/namespaces/{ns}/services?labelSelector={attempt}": (
         "final cleanup pins the attempt's Services (the terminal Service, when the template has a port)"

@@ -33,6 +33,7 @@ from agentihooks_swarm.controller import (
     orphans,
     reconciler as reconciler_,
     retention,
+    swarm_watch,
     worker_pods,
 )
 from agentihooks_swarm.controller.workqueue import KeyedQueue
@@ -185,7 +186,10 @@ def build(
         holder=identity,
         duration=settings.lease_duration_seconds,
     )
-    watches = _watches(settings=settings, cluster=cluster, table=table, index=index, workers=pods_table)
+    swarms = swarm_watch.Swarms()
+    watches = _watches(
+        settings=settings, cluster=cluster, table=table, index=index, workers=pods_table, swarms=swarms
+    )
     made = _credentials(settings=settings, runtime=runtime, store=store, leader=leader, identity=identity)
     steps = _lifecycle(
         settings=settings,
@@ -195,6 +199,7 @@ def build(
         identity=identity,
         legacy=legacy_finalizers,
         credentials=made,
+        swarms=swarms,
     )
     return App(
         settings=settings,
@@ -321,8 +326,9 @@ def _lifecycle(
     identity: str,
     legacy: frozenset[str],
     credentials: credentials_.WorkerCredentials,
+    swarms: swarm_watch.Swarms,
 ) -> lifecycle.Lifecycle:
-    """The steps, with the swarms' byte quota they hold launches to."""
+    """The steps, with the swarms' byte quota they hold launches to and the Swarms as watched."""
     return lifecycle.Lifecycle(
         runtime=runtime,
         store=store,
@@ -332,6 +338,7 @@ def _lifecycle(
         legacy_finalizers=legacy,
         quota=quota_.Quota(store=store, metrics=runtime.metrics, bound=settings.swarm_quota_bytes),
         credentials=credentials,
+        swarms=swarms,
     )
 
 
@@ -400,10 +407,11 @@ def _watches(
     table: executions_.Executions,
     index: event_index.EventIndex,
     workers: worker_pods.WorkerPods,
+    swarms: swarm_watch.Swarms,
 ) -> tuple[informer.Informer, ...]:
-    """The informers: the Executions, the Pods' Events, and the worker Pods (last: a worker is
-    parked only while this watch is in sync); each lists and watches every namespace served on its
-    own (none: the whole cluster)."""
+    """The informers: the Executions, the Pods' Events, the Swarms, and the worker Pods (last: a
+    worker is parked only while this watch is in sync); each lists and watches every namespace
+    served on its own (none: the whole cluster)."""
     served = settings.served_namespaces or (None,)
     return (
         informer.Informer(
@@ -414,6 +422,13 @@ def _watches(
             refused_hint="grant list and watch on executions.swarm.agentihooks.io",
         ),
         event_index.informer(client=cluster.pods, index=index),
+        informer.Informer(
+            name="swarms",
+            sources=[cluster.swarms.listing(namespace=n) for n in served],
+            handler=swarms,
+            on_sync=swarms.synced,
+            refused_hint="grant list and watch on swarms.swarm.agentihooks.io; launches read Swarms live",
+        ),
         informer.Informer(
             name="worker pods",
             sources=[cluster.pods.worker_pods_listing(namespace=n) for n in served],

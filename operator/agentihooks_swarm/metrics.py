@@ -239,11 +239,18 @@ class Metrics:
 
     def _operator(self) -> None:
         """The operator's own machinery: its tasks, its steps, its queue."""
+        self.swarm_reads = prometheus_client.Counter(
+            "agentihooks_swarm_swarm_reads",
+            "A launch's reads of its Swarm, by source: the operator's watch of the Swarms, or the "
+            "API server (the watch listing again, or not having seen the Swarm yet).",
+            ["source"],  # source: watch|live
+            registry=self.registry,
+        )
         self.task_restarts = prometheus_client.Counter(
             "agentihooks_swarm_task_restarts",
             "Background tasks that failed unexpectedly and were started again (or given up), by task.",
             # task: leadership|steps|resync|expiry|swarm status|redis primary|retention|quota|
-            # worker credentials|kopf|watch executions|watch pod events|watch worker pods
+            # worker credentials|kopf|watch executions|watch pod events|watch swarms|watch worker pods
             ["task"],
             registry=self.registry,
         )

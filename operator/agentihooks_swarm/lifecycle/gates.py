@@ -34,6 +34,7 @@ from agentihooks_swarm.lifecycle import (
     model,
     quota as quota_,
     status as status_,
+    watched,
     work as work_,
     worker_policy,
 )
@@ -66,6 +67,8 @@ class Gates:
     quota: quota_.Quota | None = None
     #: The swarms' worker Redis credentials, made before a launch (None: workers get none).
     credentials: model.Credentials | None = None
+    #: The Swarms as watched (None: every launch reads its Swarm from the API server).
+    swarms: watched.SwarmWatch | None = None
 
     async def clear(self, work: work_.Work) -> Cleared | None:
         """Every gate after :meth:`recorded`, in order: what the launch needs, or None when one is
@@ -163,8 +166,13 @@ class Gates:
         """The Execution's Swarm, parsed, its stamp and the object itself; None when there is none
         to launch with."""
         tracked = work.tracked
+        found = self.swarms.swarm(namespace=tracked.namespace, name=tracked.swarm) if self.swarms else None
+        self.runtime.metrics.swarm_reads.labels(source="live" if found is None else "watch").inc()
         try:
-            found = await self.runtime.cluster.swarms.read(namespace=tracked.namespace, name=tracked.swarm)
+            if found is None:
+                found = await self.runtime.cluster.swarms.read(
+                    namespace=tracked.namespace, name=tracked.swarm
+                )
         except errors.ApiError as e:
             logger.warning("Could not read Swarm %s/%s, retrying: %s", tracked.namespace, tracked.swarm, e)
             work.retry_after = work_.LAUNCH_RETRY

@@ -51,6 +51,7 @@ from agentihooks_swarm.lifecycle import (
     model,
     quota as quota_,
     status as status_,
+    watched,
     work as work_,
 )
 from agentihooks_swarm.lifecycle.model import Phase
@@ -87,6 +88,8 @@ class Lifecycle:
     quota: quota_.Quota | None = None
     #: The swarms' worker Redis credentials, made before a launch (None: workers get none).
     credentials: model.Credentials | None = None
+    #: The Swarms as watched (None: every launch reads its Swarm from the API server).
+    swarms: watched.SwarmWatch | None = None
 
     @property
     def _gates(self) -> gates.Gates:
@@ -96,6 +99,7 @@ class Lifecycle:
             guard=self.guard,
             quota=self.quota,
             credentials=self.credentials,
+            swarms=self.swarms,
         )
 
     async def step(self, tracked: model.Tracked) -> Step:

@@ -136,3 +136,19 @@ class WorkerWatch(Protocol):
     """The worker Pods as the operator's watch last saw them (see the module docstring)."""
 
     def seen(self, *, namespace: str, name: str) -> Seen: ...
+
+
+class SwarmWatch(Protocol):
+    """The Swarms as the operator's watch of them last saw them.
+
+    A launch reads its Swarm here first and asks the API server only when the watch has no answer:
+    it is listing again, or has not seen the Swarm yet (one created a moment ago), so a watch that
+    lags never makes a Swarm look missing. A Swarm changed a moment ago may launch one more worker
+    from its previous spec, as if the change had come a moment later: the watch brings the change
+    within its lag, a launch the Swarm's template made the API server reject keeps the Swarm's UID
+    and generation in its status, and a Swarm change launches such Executions again
+    (:mod:`swarm.relaunch`). Nothing a launch reads of its Swarm decides a capture or a delete."""
+
+    def swarm(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Swarm as watched, or None: ask the API server."""
+        ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -90,17 +90,10 @@ async def _launched(rig: Rig, found: Watching, name: str, *, project: str = "all
     return hand
 
 
-async def _until(what: str, check: Callable[[], bool]) -> None:
-    async def probe() -> bool:
-        return check()
-
-    await watching.eventually(probe, what=what, timeout=20)
-
-
 async def test_a_watched_swarm_costs_no_request_and_its_change_reaches_the_next_launch(rig: Rig) -> None:
     await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace, projects=["other"]))
     async with watching_swarms(rig) as found:
-        await _until(
+        await watching.until(
             "the watch to hold the Swarm",
             lambda: found.swarms.swarm(namespace=rig.namespace, name=SLUG) is not None,
         )
@@ -122,7 +115,7 @@ async def test_a_watched_swarm_costs_no_request_and_its_change_reaches_the_next_
             seen = found.swarms.swarm(namespace=rig.namespace, name=SLUG) or {}
             return "allowed" in seen.get("spec", {}).get("registration", {}).get("projects", [])
 
-        await _until("the watch to bring the change", changed)
+        await watching.until("the watch to bring the change", changed)
         handed = await _launched(rig, found, "second", project="allowed")
         assert handed["handed"] is True
         assert rig.proxy.count(method="GET", path=_swarm_path(rig)) == 0

@@ -104,13 +104,6 @@ async def _cancel_and_clean_up(rig: Rig, steps: Any, name: str) -> dict[str, Any
     return await cleanup_passes.retained_of(rig.store, await rig.attempt(execution=name))
 
 
-async def _until(what: str, check: Any) -> None:
-    async def probe() -> bool:
-        return bool(check())
-
-    await watching.eventually(probe, what=what, timeout=20)
-
-
 async def test_a_refused_launch_adopts_the_watched_pod_and_lists_nothing(rig: Rig) -> None:
     name = "refused"
     await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace))
@@ -120,7 +113,7 @@ async def test_a_refused_launch_adopts_the_watched_pod_and_lists_nothing(rig: Ri
     attempt = await rig.attempt(execution=name)
     planted = await rig.plant(attempt, exit_code=78, reason="Error")
     async with watched_runtime(rig) as found:
-        await _until(
+        await watching.until(
             "the watch to see the planted Pod",
             lambda: found.table.seen(namespace=rig.namespace, name=attempt.pod_name).pod is not None,
         )
@@ -176,14 +169,14 @@ async def test_a_watch_listing_again_answers_nothing_and_the_step_lists_itself(r
         worker = labels.worker_pod_name(execution=name, generation=1)
         await steps.step(await _tracked(rig, name))
         await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=worker, phase="Running")
-        await _until(
+        await watching.until(
             "the watch to see the worker", lambda: found.table.seen(namespace=rig.namespace, name=worker).pod
         )
         # The next watch ends with a 410 or fails; the list after it never answers.
         action = WatchError() if fault == "410" else Respond(status=500)
         rig.proxy.add_rule(method="GET", path=_pods_path(rig), query=WATCH_QUERY, action=action, times=1)
         rig.proxy.hang(method="GET", path=_pods_path(rig), query=WATCH_LIST, times=None)
-        await _until("the watch to list again", lambda: not found.watch.synced)
+        await watching.until("the watch to list again", lambda: not found.watch.synced)
         assert found.table.seen(namespace=rig.namespace, name=worker) == watched.UNKNOWN
         rig.proxy.reset_counts()
         retained = await _cancel_and_clean_up(rig, steps, name)

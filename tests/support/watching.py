@@ -41,6 +41,15 @@ async def eventually(
         await asyncio.sleep(0.1)
 
 
+async def until(what: str, check: Callable[[], object], *, timeout: float = 20.0) -> None:
+    """Poll ``check`` (no I/O: a table, a flag) until it holds, as :func:`eventually` polls a probe."""
+
+    async def probe() -> bool:
+        return bool(check())
+
+    await eventually(probe, what=what, timeout=timeout)
+
+
 async def execution(api: client.ApiClient, *, namespace: str, name: str) -> dict[str, Any]:
     found: dict[str, Any] = await client.CustomObjectsApi(api).get_namespaced_custom_object(
         "swarm.agentihooks.io", "v1alpha1", namespace, "executions", name

@@ -212,10 +212,9 @@ class Orphans:
         :func:`unclaimed_uid`, since its UID went with the claim). An entry of an older version
         (no slug namespace either), or one whose Execution cannot be read now, is left alone."""
         try:
-            namespace = await _redis(self.store.redis.get(self.store.key(slug, keys.NAMESPACE)))
+            namespace = await self.store.slugs.owner(slug=slug)
             if namespace is None:
                 return []
-            namespace = namespace.decode() if isinstance(namespace, bytes) else str(namespace)
             if await self.executions.read(namespace=namespace, name=name) is not None:
                 return []  # It exists: the table tracks it whenever it needs a step.
             entry = await self.store.read_journal(slug=slug, execution=name)

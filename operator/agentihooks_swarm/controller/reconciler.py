@@ -28,7 +28,7 @@ from agentihooks_swarm import errors, metrics as metrics_
 from agentihooks_swarm.controller import executions as executions_, worker_pods
 from agentihooks_swarm.controller.workqueue import KeyedQueue
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.lifecycle import model, step as lifecycle_
+from agentihooks_swarm.lifecycle import model, step as lifecycle_, watched
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +52,8 @@ def urgency(tracked: model.Tracked, *, workers: worker_pods.WorkerPods) -> int:
         namespace=tracked.namespace,
         name=labels.worker_pod_name(execution=tracked.name, generation=tracked.attempt_number),
     )
-    pod = seen.pod
-    if pod is not None:
-        _, phase, deleting, containers = pod.digest
-        if deleting or phase in ("Failed", "Succeeded") or any(c[1] == "terminated" for c in containers):
-            return URGENCY_EVIDENCE
+    if seen.pod is not None and watched.ended(seen.pod.digest):
+        return URGENCY_EVIDENCE
     return URGENCY_DELETION if tracked.deleting or tracked.gone else URGENCY_ROUTINE
 
 

@@ -224,15 +224,10 @@ def _not_ended(
     if not hand.handed or cancelled or (stored.outcome is not None and stored.outcome.success):
         return None
     if looked is not None:
-        _, phase, deleting, containers = watched.digest(looked)
-        ended = (
-            deleting
-            or phase not in ("", "Pending", "Running")
-            or any(c[1] == "terminated" for c in containers)
-        )
-        if ended:
+        found = watched.digest(looked)
+        if watched.ended(found):
             return None
-        return Progress(phase=Phase.of_pod(phase), waiting_for=WORKER_RUNNING)
+        return Progress(phase=Phase.of_pod(found[1]), waiting_for=WORKER_RUNNING)
     seen = (
         runtime.workers.seen(namespace=attempt.namespace, name=hand.pod)
         if runtime.workers

@@ -62,6 +62,15 @@ def digest(body: Mapping[str, Any]) -> Digest:
     )
 
 
+def ended(found: Digest) -> bool:
+    """Whether a Pod may have ended: being deleted, past Pending and Running, or with a container
+    terminated. Such a Pod's evidence may be waiting, and only a live read of it says more."""
+    _, phase, deleting, containers = found
+    return (
+        deleting or phase not in ("", "Pending", "Running") or any(c[1] == "terminated" for c in containers)
+    )
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkerPod:
     """What the watch keeps of one worker Pod."""

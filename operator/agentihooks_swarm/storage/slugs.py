@@ -32,3 +32,12 @@ class Slugs:
                 _CLAIM, 1, self.connection.key(slug, NAMESPACE), namespace
             )
         return str(owner)
+
+    async def owner(self, *, slug: str) -> str | None:
+        """The namespace that owns ``slug``, or None when none has claimed it (an older version's
+        records)."""
+        with connection.translated():
+            owner = await self.connection.redis.get(self.connection.key(slug, NAMESPACE))
+        if owner is None:
+            return None
+        return owner.decode() if isinstance(owner, bytes) else str(owner)

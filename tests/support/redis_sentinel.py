@@ -26,6 +26,8 @@ from tests.support.redis_server import RedisServer, RedisServerError, free_port
 
 MASTER = "mymaster"
 DOWN_AFTER_MS = 1000
+#: Longer than a Sentinel election may take (Sentinel gives one up after 10 s).
+ELECTION_S = 12.0
 
 
 class Sentinel:
@@ -84,6 +86,14 @@ class Sentinel:
     def client(self) -> redis.Redis:
         return redis.Redis(host=self.host, port=self.port, socket_timeout=2, decode_responses=True)
 
+    def log_tail(self, lines: int = 12) -> str:
+        """The last lines of this Sentinel's log (its failover events), for an error message."""
+        path = Path(self._dir.name) / "sentinel.log"
+        try:
+            return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError as error:
+            return f"no log ({error})"
+
     def close(self) -> None:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
@@ -138,9 +148,18 @@ class SentinelTopology:
         victim.kill()
         return victim
 
-    def wait_promoted(self, *, old: RedisServer, timeout: float = 30) -> RedisServer:
-        """Wait until every Sentinel names a new primary that answers as a master."""
-        deadline = time.monotonic() + timeout
+    def wait_promoted(self, *, old: RedisServer, timeout: float = 45) -> RedisServer:
+        """Wait until every Sentinel names a new primary that answers as a master.
+
+        Sentinels elect one of them to run the failover; a split vote or an aborted attempt makes
+        each wait twice the failover timeout (6 minutes here, kept long for the relay) before it
+        tries again. When no Sentinel names a new primary once an election could have finished,
+        one is told to fail over without a vote (``SENTINEL FAILOVER``), as an administrator
+        would: these tests are about the operator during a promotion, not Sentinel's election.
+        """
+        started = time.monotonic()
+        deadline = started + timeout
+        next_force = started + ELECTION_S
         while time.monotonic() < deadline:
             ports = set()
             for sentinel in self.sentinels:
@@ -151,8 +170,22 @@ class SentinelTopology:
                 with contextlib.suppress(redis.exceptions.RedisError):
                     if redis.Redis(port=new.port, socket_timeout=2).info("replication")["role"] == "master":
                         return new
+            if ports == {old.port} and time.monotonic() >= next_force:
+                self._force_failover()
+                next_force = time.monotonic() + ELECTION_S / 2
             time.sleep(0.1)
-        raise RedisServerError(f"Sentinel did not promote a replica within {timeout}s")
+        raise RedisServerError(f"Sentinel did not promote a replica within {timeout}s; {self._logs()}")
+
+    def _force_failover(self) -> None:
+        for sentinel in self.sentinels:
+            # INPROG (an election still running) and NOGOODSLAVE (no fresh replica yet) are
+            # answers to wait on; the next round asks again.
+            with contextlib.suppress(redis.exceptions.RedisError):
+                sentinel.client().execute_command("SENTINEL", "FAILOVER", MASTER)
+                return
+
+    def _logs(self) -> str:
+        return "; ".join(f"Sentinel {s.port}: {s.log_tail()}" for s in self.sentinels)
 
     def wait_in_sync(self, *, timeout: float = 30) -> None:
         """Wait until the replica's link is up and its offset has reached the primary's."""

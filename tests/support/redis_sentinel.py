@@ -181,7 +181,7 @@ class SentinelTopology:
             # INPROG (an election still running) and NOGOODSLAVE (no fresh replica yet) are
             # answers to wait on; the next round asks again.
             with contextlib.suppress(redis.exceptions.RedisError):
-                sentinel.client().execute_command("SENTINEL", "FAILOVER", MASTER)
+                sentinel.client().sentinel_failover(MASTER)
                 return
 
     def _logs(self) -> str:

@@ -239,11 +239,12 @@ class Metrics:
 
     def _operator(self) -> None:
         """The operator's own machinery: its tasks, its steps, its queue."""
-        self.swarm_reads = prometheus_client.Counter(
-            "agentihooks_swarm_swarm_reads",
-            "A launch's reads of its Swarm, by source: the operator's watch of the Swarms, or the "
-            "API server (the watch listing again, or not having seen the Swarm yet).",
-            ["source"],  # source: watch|live
+        self.launch_reads = prometheus_client.Counter(
+            "agentihooks_swarm_launch_reads",
+            "A launch's reads of what it launches with (its Swarm, its Execution's spec), by source: "
+            "the operator's watches, or the API server (a watch listing again, a Swarm not seen yet, "
+            "a spec too large for the table of Executions to keep).",
+            ["object", "source"],  # object: swarm|execution; source: watch|live
             registry=self.registry,
         )
         self.task_restarts = prometheus_client.Counter(

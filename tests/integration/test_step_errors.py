@@ -122,7 +122,8 @@ async def test_a_task_too_large_is_invalid_even_when_its_execution_cannot_be_rea
 async def test_a_valid_spec_whose_execution_cannot_be_read_is_launch_failed_and_tried_again(
     rig: Rig, swarm_crds: list[str]
 ) -> None:
-    done, reads, after = await _step_unread(rig, task={"goal": "small"})
+    """A spec too large for the table to keep is read at the launch; a read that fails is retried."""
+    done, reads, after = await _step_unread(rig, task={"goal": "g" * executions.SPEC_KEPT})
     assert not done.settled and done.retry_after == work.LAUNCH_RETRY and reads == 1
     assert after["status"]["phase"] == "Pending"
     launched = conditions(after)["Launched"]

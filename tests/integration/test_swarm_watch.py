@@ -63,7 +63,7 @@ def _swarm_path(rig: Rig) -> str:
 
 def _reads(found: Watching, source: str) -> float:
     value = found.runtime.metrics.registry.get_sample_value(
-        "agentihooks_swarm_swarm_reads_total", {"source": source}
+        "agentihooks_swarm_launch_reads_total", {"object": "swarm", "source": source}
     )
     return value or 0.0
 

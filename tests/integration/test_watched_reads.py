@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
 from agentihooks_swarm.controller import executions, worker_pods
 from agentihooks_swarm.kubernetes import informer, labels
@@ -78,6 +79,11 @@ def _pods_path(rig: Rig) -> str:
     return rf"/api/v1/namespaces/{rig.namespace}/pods$"
 
 
+def _execution_reads(rig: Rig, name: str) -> int:
+    path = rf"/apis/swarm\.agentihooks\.io/v1alpha1/namespaces/{rig.namespace}/executions/{name}$"
+    return sum(1 for c in rig.proxy.calls() if c.method == "GET" and re.match(path, c.path))
+
+
 def _attempt_lists(rig: Rig) -> int:
     """The step's lists of one attempt's Pods (its selector names the execution)."""
     return sum(
@@ -127,11 +133,34 @@ async def test_a_refused_launch_adopts_the_watched_pod_and_lists_nothing(rig: Ri
         f"{c.method} {c.path} {c.query}" for c in rig.proxy.calls()
     )
     assert _attempt_lists(rig) == 0
+    assert _execution_reads(rig, name) == 0  # Its small spec came with the watch's view of it.
     stored = await rig.startup(execution=name)
     assert stored is not None and stored.uid == planted["metadata"]["uid"]
     await rig.gone(attempt)
     retained = await cleanup_passes.retained_of(rig.store, attempt)
     assert retained["removed"]["pods"] == []  # Launch removal took it; its capture is the launch record.
+
+
+async def test_a_large_spec_is_read_at_its_launch(rig: Rig) -> None:
+    """A spec over the table's budget is not kept: the launch reads the Execution once, and
+    launches from what it read."""
+    name = "large"
+    await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace))
+    task = {"notes": "n" * executions.SPEC_KEPT}
+    await watching.create(
+        rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG, task=task)
+    )
+    tracked = await _tracked(rig, name)
+    assert tracked.spec is None
+    async with watched_runtime(rig) as found:
+        rig.proxy.reset_counts()
+        await rig.steps(found.runtime).step(tracked)
+        assert _execution_reads(rig, name) == 1
+    attempt = await rig.attempt(execution=name)
+    grant = await client.CoreV1Api(rig.api).read_namespaced_config_map(
+        labels.grant_name(execution=name, generation=attempt.generation), rig.namespace
+    )
+    assert task["notes"] in grant.data["grant.json"]
 
 
 async def test_a_pod_the_lagging_watch_has_not_seen_is_pinned_captured_and_removed(rig: Rig) -> None:

@@ -3,14 +3,13 @@ the status a step writes, and ``run``'s namespace options."""
 
 from __future__ import annotations
 
-import dataclasses
 import tracemalloc
 from typing import Any
 
 from agentihooks_swarm import records, resources
 from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.lifecycle import attempts, model, status
+from agentihooks_swarm.lifecycle import attempts, status
 from agentihooks_swarm.lifecycle.model import Phase, Progress
 
 KOPF = "kopf.zalando.org/KopfFinalizerMarker"
@@ -94,9 +93,9 @@ def test_what_needs_a_step() -> None:
     assert sorted(woken) == sorted(t.uid for t in found)
 
 
-def test_the_table_keeps_no_task_of_a_pending_execution() -> None:
+def test_the_table_keeps_no_large_task_of_a_pending_execution() -> None:
     """A task may be 1 MB, and thousands of Executions may wait to launch (Pending, Blocked): the
-    table keeps none of it; the step reads the spec at the launch."""
+    table keeps none of a large one; the step reads that spec at the launch."""
     found, _ = table()
     megabyte = "x" * 1_000_000
     tracemalloc.start()
@@ -112,7 +111,29 @@ def test_the_table_keeps_no_task_of_a_pending_execution() -> None:
         tracemalloc.stop()
     assert len(found) == 20
     assert after - before < 1_000_000, f"{(after - before) / 1e6:.1f} MB kept for 20 pending Executions"
-    assert "spec" not in {f.name for f in dataclasses.fields(model.Tracked)}
+    assert all(t.spec is None for t in found)
+
+
+def test_a_small_spec_is_kept_until_its_launch() -> None:
+    """The launch takes a small spec from the table instead of reading the Execution; a large one,
+    a launched or a deleting Execution's is not kept."""
+    pending = execution(phase=None, hand=False)
+    small = executions.track(pending)
+    assert small is not None and small.spec == pending["spec"]
+    large = execution(phase=None, hand=False)
+    large["spec"]["task"] = {"notes": "x" * executions.SPEC_KEPT}  # Valid, but over the budget.
+    kept = executions.track(large)
+    assert kept is not None and kept.spec_error is None and kept.spec is None
+    deep = execution(phase=None, hand=False)
+    deep["spec"]["task"] = {"steps": [{"n": i} for i in range(executions.SPEC_KEPT // 8)]}
+    kept = executions.track(deep)
+    assert kept is not None and kept.spec is None  # Many small values add up too.
+    launched = executions.track(execution())
+    assert launched is not None and launched.spec is None
+    deleting = executions.track(
+        execution(phase=None, hand=False, deleting=True, finalizers=[labels.FINALIZER])
+    )
+    assert deleting is not None and deleting.spec is None
 
 
 def test_the_table_keeps_the_verdict_on_a_spec_that_cannot_launch() -> None:

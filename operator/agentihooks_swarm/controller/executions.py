@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 #: Executions listed per request: memory holds one page at a time (its JSON and the objects
 #: decoded from it), and only a tracked view or an expiry is kept of each.
 PAGE: Final = 200
+#: A spec this size or smaller (about, in JSON bytes) is kept with an Execution not launched yet,
+#: so that its launch needs no read: 10,000 waiting cost at most 40 MB. A larger one is read.
+SPEC_KEPT: Final = 4096
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -78,6 +81,8 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
         if not status_.changed_since_launch(status, generation=generation, relaunch=relaunch):
             return None
     name = str(metadata.get("name") or "")
+    launching = not deleting and not status.get("hand")
+    error = _spec_error(name, spec) if launching else None
     return Tracked(
         namespace=str(metadata.get("namespace") or ""),
         name=name,
@@ -90,8 +95,32 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
         finalizers=finalizers,
         relaunch=relaunch if isinstance(relaunch, str) else None,
         status=status,
-        spec_error=None if deleting or status.get("hand") else _spec_error(name, spec),
+        spec_error=error,
+        spec=spec if launching and error is None and _small(spec, budget=SPEC_KEPT) else None,
     )
+
+
+def _small(value: Any, *, budget: int) -> bool:
+    """Whether ``value`` (JSON from the API server) is about ``budget`` bytes or less; stops
+    counting once over, so a 1 MB task costs no more to judge than a small one."""
+    left = budget
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            left -= len(item) + 3
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                left -= len(str(key)) + 4
+                stack.append(inner)
+        elif isinstance(item, list):
+            left -= 2
+            stack.extend(item)
+        else:
+            left -= 8
+        if left < 0:
+            return False
+    return True
 
 
 def _spec_error(name: str, spec: Mapping[str, Any]) -> str | None:

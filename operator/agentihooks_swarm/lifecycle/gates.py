@@ -146,10 +146,15 @@ class Gates:
         return None
 
     async def _spec(self, work: work_.Work) -> Mapping[str, Any] | None:
-        """The Execution's spec, read at its launch: the table keeps none (a task may be 1 MB, and
-        thousands may wait). None when it cannot be read now, or it is gone or another Execution
-        has its name (the watch brings that)."""
+        """The Execution's spec at its launch: the one the watch brought, when the table kept it
+        (:attr:`model.Tracked.spec`), else read. None when it cannot be read now, or it is gone or
+        another Execution has its name (the watch brings that)."""
         tracked = work.tracked
+        self.runtime.metrics.launch_reads.labels(
+            object="execution", source="live" if tracked.spec is None else "watch"
+        ).inc()
+        if tracked.spec is not None:
+            return tracked.spec
         try:
             found = await self.runtime.cluster.executions.read(namespace=tracked.namespace, name=tracked.name)
         except errors.ApiError as e:
@@ -167,7 +172,9 @@ class Gates:
         to launch with."""
         tracked = work.tracked
         found = self.swarms.swarm(namespace=tracked.namespace, name=tracked.swarm) if self.swarms else None
-        self.runtime.metrics.swarm_reads.labels(source="live" if found is None else "watch").inc()
+        self.runtime.metrics.launch_reads.labels(
+            object="swarm", source="live" if found is None else "watch"
+        ).inc()
         try:
             if found is None:
                 found = await self.runtime.cluster.swarms.read(

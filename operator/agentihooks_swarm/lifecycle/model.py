@@ -209,9 +209,16 @@ class Tracked:
     finalizers: tuple[str, ...] = ()
     #: The relaunch annotation's value, if any.
     relaunch: str | None = None
-    #: The status' own fields (not kopf's bookkeeping of an earlier version). No spec: its task may
-    #: be 1 MB, and a step reads the spec at the launch, the only time it needs it.
+    #: The status' own fields (not kopf's bookkeeping of an earlier version).
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: The spec as the watch brought it (at ``spec_generation``), kept only until the launch and
+    #: only while small (:data:`controller.executions.SPEC_KEPT`): the launch is the one step that
+    #: needs it, a task may be 1 MB, and thousands may wait. None: the launch reads it. A spec one
+    #: event old launches as one read a moment before a change would: the change's own event moves
+    #: ``spec_generation`` on, and the status says which generation was launched. One deleted a
+    #: moment before launches as it would right after a live read: its Pod's owner is gone, the
+    #: garbage collector deletes the Pod, and its evidence finalizer holds it for the orphan pass.
+    spec: Mapping[str, Any] | None = None
     #: Why the spec the watch brought cannot launch (:func:`resources.parse_execution`'s message;
     #: None: it parses, or it was launched): kept instead of the spec, so that the step answers an
     #: invalid one without reading the Execution again.

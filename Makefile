@@ -145,10 +145,11 @@ run: $(STAMP) ## Run the operator locally against KUBECONFIG (python -m agentiho
 	$(PY) -m agentihooks_swarm run --namespace "$${AGENTIHOOKS_SWARM_NAMESPACE:-default}"
 
 .PHONY: bench
-bench: $(STAMP) system-deps-kwok binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000, three runs each (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md)
+bench: $(STAMP) system-deps-kwok binaries ## Benchmarks: capture vs baseline at N = 100, 500, 2000, three runs each (docs/benchmarks.md); AOF cost (docs/benchmarks-aof.md); a leader killed mid-burst (docs/benchmarks-takeover.md)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m tests.bench
 	$(PY) -m tests.bench.aof --out docs/benchmarks-aof.md
+	$(PY) -m tests.bench.takeover --out docs/benchmarks-takeover.md
 
 .PHONY: bench-history
 bench-history: $(STAMP) system-deps-kwok binaries ## Memory against history: 2,000 in flight + up to 20,000 Done Executions; restart to Ready

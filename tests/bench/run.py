@@ -250,7 +250,7 @@ async def create_namespace(api: kube.Api, *, name: str) -> str:
     raise kube.ApiError(f"namespace {name}: no default ServiceAccount after 30s")
 
 
-async def _plant_failed_pods(
+async def plant_failed_pods(
     api: kube.Api, observer: kube.Observer, *, namespace: str, owners_: dict[str, str], finalizer: bool
 ) -> None:
     """Scenario A: each Execution's worker Pod (``owners_``: Execution name to UID) as its launch
@@ -347,7 +347,7 @@ class Run:
             began = time.time()
             uids = await self._create_executions(api, namespace=namespace, sent=[0.0] * self.n)
             created_in = time.time() - began
-            await _plant_failed_pods(
+            await plant_failed_pods(
                 api, observer, namespace=namespace, owners_=uids, finalizer=self.finalizer
             )
 

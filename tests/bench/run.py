@@ -273,6 +273,57 @@ async def plant_failed_pods(
         await asyncio.sleep(0.5)
 
 
+def _swarms(namespace: str) -> str:
+    return f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/swarms"
+
+
+async def create_executions(
+    api: kube.Api, *, namespace: str, executions: list[str], project: str, sent: list[float] | None = None
+) -> dict[str, str]:
+    """The Executions of the bench's Swarm, :data:`CREATE_PARALLELISM` at a time; ``sent[i]``: when
+    the i-th was sent. Returns each one's UID by name, in ``executions``' order."""
+    uids: dict[str, str] = {}
+    path = f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions"
+
+    async def create(index: int) -> None:
+        name = executions[index]
+        body = builders.execution(name=name, namespace=namespace, swarm=SLUG, project=project)
+        uids[name] = str((await api.request("POST", path, body))["metadata"]["uid"])
+
+    await kube.bounded(len(executions), CREATE_PARALLELISM, create, at=sent)
+    return {name: uids[name] for name in executions}
+
+
+async def refused_burst(
+    api: kube.Api,
+    observer: kube.Observer,
+    *,
+    cluster: ControlPlane,
+    namespace: str,
+    executions: list[str],
+    finalizer: bool,
+) -> float:
+    """Scenario A's burst, with no operator running: the Swarm, the Executions for a project outside
+    its registration (first: nothing steps them yet), then the Failed Pods their launches left
+    (:func:`plant_failed_pods`). Returns how long creating the Executions took."""
+    await pods.plant_shared_log(
+        cluster=cluster,
+        namespace=namespace,
+        pods=[pod_name(e) for e in executions],
+        container="worker",
+        content=PLANTED,
+    )
+    swarm = builders.swarm(name=SLUG, namespace=namespace, projects=["registered"])
+    await api.request("POST", _swarms(namespace), swarm)
+    began = time.time()
+    uids = await create_executions(
+        api, namespace=namespace, executions=executions, project="outside-the-registration"
+    )
+    created_in = time.time() - began
+    await plant_failed_pods(api, observer, namespace=namespace, owners_=uids, finalizer=finalizer)
+    return created_in
+
+
 class Run:
     """Everything one run needs; :meth:`perform` does it and returns the figures."""
 
@@ -329,27 +380,29 @@ class Run:
                 self.redis.close()
 
     async def _measure(self, api: kube.Api, observer: kube.Observer, namespace: str) -> Result:
-        names = [pod_name(e) for e in self.executions]
-        await pods.plant_shared_log(
-            cluster=self.cluster, namespace=namespace, pods=names, container="worker", content=PLANTED
-        )
+        created_in = 0.0
         if self.scenario == "A":
-            swarm = builders.swarm(name=SLUG, namespace=namespace, projects=["registered"])
+            created_in = await refused_burst(
+                api,
+                observer,
+                cluster=self.cluster,
+                namespace=namespace,
+                executions=self.executions,
+                finalizer=self.finalizer,
+            )
         else:
+            await pods.plant_shared_log(
+                cluster=self.cluster,
+                namespace=namespace,
+                pods=[pod_name(e) for e in self.executions],
+                container="worker",
+                content=PLANTED,
+            )
             behaviour = pods.protocol_annotations(
                 phase="Failed", exit_code=78, reason="Error", run_for=RUN_FOR
             )
             swarm = builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour)
-        await api.request("POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/swarms", swarm)
-        created_in = 0.0
-        if self.scenario == "A":
-            # The Executions first (nothing steps them yet), then the Pods their launches left.
-            began = time.time()
-            uids = await self._create_executions(api, namespace=namespace, sent=[0.0] * self.n)
-            created_in = time.time() - began
-            await plant_failed_pods(
-                api, observer, namespace=namespace, owners_=uids, finalizer=self.finalizer
-            )
+            await api.request("POST", _swarms(namespace), swarm)
 
         self.redis.flushall()
         memory_before = int(self.redis.info("memory")["used_memory"])
@@ -492,21 +545,10 @@ class Run:
         )
 
     async def _create_executions(self, api: kube.Api, *, namespace: str, sent: list[float]) -> dict[str, str]:
-        """The N Executions, :data:`CREATE_PARALLELISM` at a time; ``sent[i]``: when the i-th was sent.
-        Returns each one's UID by name."""
-        project = "outside-the-registration" if self.scenario == "A" else "allowed"
-        uids: dict[str, str] = {}
-
-        async def create(index: int) -> None:
-            name = self.executions[index]
-            body = builders.execution(name=name, namespace=namespace, swarm=SLUG, project=project)
-            made = await api.request(
-                "POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions", body
-            )
-            uids[name] = str(made["metadata"]["uid"])
-
-        await kube.bounded(self.n, CREATE_PARALLELISM, create, at=sent)
-        return {name: uids[name] for name in self.executions}
+        """Scenario B's N Executions (:func:`create_executions`)."""
+        return await create_executions(
+            api, namespace=namespace, executions=self.executions, project="allowed", sent=sent
+        )
 
     async def _until_settled(
         self, observer: kube.Observer, *, proxy: FaultProxy, operator: OperatorProcess, mark: int

@@ -23,7 +23,7 @@ import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +33,7 @@ import redis
 
 from agentihooks_swarm import store as store_
 from tests.bench import kube, measure, run
-from tests.support import builders, crds, pods, signals
+from tests.support import crds, signals, watching
 from tests.support.cluster import ControlPlane
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import RedisServer
@@ -82,41 +82,18 @@ class TakeoverRun:
             observer = kube.Observer(api=api, namespace=self.namespace)
             await observer.start()
             try:
-                await self._burst(api, observer)
+                await run.refused_burst(
+                    api,
+                    observer,
+                    cluster=self.cluster,
+                    namespace=self.namespace,
+                    executions=self.executions,
+                    finalizer=run.makes_owned_pods(run.REPO),
+                )
                 return await self._measure(api, label)
             finally:
                 await observer.stop()
                 self.redis.close()
-
-    async def _burst(self, api: kube.Api, observer: kube.Observer) -> None:
-        """The Swarm, the N Executions and their planted Failed Pods, as scenario A makes them."""
-        namespace = self.namespace
-        names = [run.pod_name(e) for e in self.executions]
-        await pods.plant_shared_log(
-            cluster=self.cluster, namespace=namespace, pods=names, container="worker", content=run.PLANTED
-        )
-        swarm = builders.swarm(name=run.SLUG, namespace=namespace, projects=["registered"])
-        await api.request("POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/swarms", swarm)
-        uids: dict[str, str] = {}
-
-        async def create(index: int) -> None:
-            name = self.executions[index]
-            body = builders.execution(
-                name=name, namespace=namespace, swarm=run.SLUG, project="outside-the-registration"
-            )
-            made = await api.request(
-                "POST", f"/apis/swarm.agentihooks.io/v1alpha1/namespaces/{namespace}/executions", body
-            )
-            uids[name] = str(made["metadata"]["uid"])
-
-        await kube.bounded(self.n, run.CREATE_PARALLELISM, create)
-        await run.plant_failed_pods(
-            api,
-            observer,
-            namespace=namespace,
-            owners_={e: uids[e] for e in self.executions},
-            finalizer=run.makes_owned_pods(run.REPO),
-        )
 
     async def _lease(self, api: kube.Api) -> dict[str, Any]:
         path = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{LEASE}"
@@ -151,7 +128,7 @@ class TakeoverRun:
             async def enough() -> bool:
                 return int(self.redis.hlen(self.key)) >= self.kill_at * self.n
 
-            await _until(enough, what="the leader's first records")
+            await watching.eventually(enough, what="the leader's first records", timeout=STALL_SECONDS)
             leader.kill()
             killed_at = time.time()
             killed_after = int(self.redis.hlen(self.key))
@@ -162,7 +139,7 @@ class TakeoverRun:
                 spec.update(await self._lease(api))
                 return not str(spec.get("holderIdentity") or "").endswith(holder)
 
-            await _until(changed, what="the standby to take the Lease")
+            await watching.eventually(changed, what="the standby to take the Lease", timeout=STALL_SECONDS)
             changed_at = _epoch(str(spec["acquireTime"]))
             complete = await self._until_stored()
         finally:
@@ -184,13 +161,15 @@ class TakeoverRun:
 
     async def _leader(self, api: kube.Api, replicas: list[run.BenchOperator]) -> run.BenchOperator:
         """The replica whose identity (host name and process id) holds the Lease."""
-        for _ in range(600):
+
+        async def holder() -> run.BenchOperator | None:
             with_lease = str((await self._lease_or_empty(api)).get("holderIdentity") or "")
             for replica in replicas:
                 if replica.popen is not None and with_lease.endswith(f"-{replica.popen.pid}"):
                     return replica
-            await asyncio.sleep(0.05)
-        raise TimeoutError("no replica took the Lease within 30 s")
+            return None
+
+        return await watching.eventually(holder, what="a replica to take the Lease")
 
     async def _lease_or_empty(self, api: kube.Api) -> dict[str, Any]:
         try:
@@ -208,14 +187,6 @@ class TakeoverRun:
                 count, moved = now, time.monotonic()
             await asyncio.sleep(0.2)
         return False
-
-
-async def _until(check: Callable[[], Awaitable[bool]], *, what: str) -> None:
-    deadline = time.monotonic() + STALL_SECONDS
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {STALL_SECONDS:.0f} s for {what}")
-        await asyncio.sleep(0.05)
 
 
 def _figure(value: float | None) -> str:

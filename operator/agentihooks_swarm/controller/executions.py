@@ -124,10 +124,11 @@ def _small(value: Any, *, budget: int) -> bool:
 
 
 def _spec_error(name: str, spec: Mapping[str, Any]) -> str | None:
-    """Why an Execution's spec cannot launch, or None: the verdict the table keeps instead of the
-    spec. An invalid spec is answered from it; a valid one is read again at the launch. Its task
-    may be 1 MB, and a read of that may not come back in time from a loaded API server: a spec
-    that can never launch would be told ``LaunchFailed`` and tried again, instead of ``Invalid``."""
+    """Why an Execution's spec cannot launch, or None: the verdict the table keeps. An invalid spec
+    is answered from it; a valid one is launched from the spec kept (:data:`SPEC_KEPT`), or read
+    again at the launch when too large to keep. Its task may be 1 MB, and a read of that may not
+    come back in time from a loaded API server: a spec that can never launch would be told
+    ``LaunchFailed`` and tried again, instead of ``Invalid``."""
     try:
         resources.parse_execution(name=name, spec=spec)
     except errors.InvalidResource as e:

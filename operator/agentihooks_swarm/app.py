@@ -92,10 +92,10 @@ class App:
 
     async def _lead(self) -> None:
         def follow(held: bool) -> None:
+            # What this replica kept for a restore is forgotten by the Redis primary's watch, once
+            # another replica's term begins (failover.PrimaryWatch), not when a renewal is late.
             if held:  # Catch up with everything at once: a standby stepped nothing.
                 self.reconciler.resync_now()
-            elif self.primary is not None:  # Only the leader restores what it wrote.
-                self.primary.recent.clear()
 
         await self.leader.run(on_change=follow)
 
@@ -313,7 +313,12 @@ def _primary(
     if store.recent is None:
         return None
     return failover.PrimaryWatch(
-        store=store, recent=store.recent, metrics=metrics, holds=leader.holds, on_change=on_change
+        store=store,
+        recent=store.recent,
+        metrics=metrics,
+        holds=leader.holds,
+        term=lambda: leader.term,
+        on_change=on_change,
     )
 
 

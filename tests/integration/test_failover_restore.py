@@ -62,7 +62,12 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(
     ) as store:
         assert store.recent is not None
         watch = failover.PrimaryWatch(
-            store=store, recent=store.recent, metrics=collector, holds=lambda: True, interval=0.1
+            store=store,
+            recent=store.recent,
+            metrics=collector,
+            holds=lambda: True,
+            term=lambda: 1,
+            interval=0.1,
         )
         assert await watch.check() == 0  # The primary as it is: nothing to restore.
 
@@ -118,6 +123,57 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(
         direct.close()
 
 
+async def test_a_leader_whose_renewal_came_back_late_keeps_what_it_wrote_and_restores_it(
+    sentinel_topology: SentinelTopology,
+) -> None:
+    """A leader's renewal answered late runs its Lease out in its own clock for a moment, though
+    nobody took it. Forgetting what it kept then cost refused Pods' captures for good when a
+    failover followed. The term tells a late renewal from a lost Lease: the records stay, the
+    failover seen meanwhile is restored once the Lease is renewed, and only another replica's term
+    makes it forget."""
+    collector = metrics.Metrics()
+    holds: list[bool] = [True]
+    term: list[int | None] = [3]  # A list each: what the Lease says, changed as the test goes.
+    async with operations.open_store(
+        sentinel_topology.settings(redis_min_replicas=0), metrics=collector
+    ) as store:
+        assert store.recent is not None
+        watch = failover.PrimaryWatch(
+            store=store,
+            recent=store.recent,
+            metrics=collector,
+            holds=lambda: holds[0],
+            term=lambda: term[0],
+        )
+        assert await watch.check() == 0
+
+        sentinel_topology.relay.hold()
+        launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("refusal"))
+        await store.record_startup(slug=SLUG, execution="e1", record=launch)
+        holds[0] = False  # The renewal is late: not the leader for now, in the same term.
+        assert await watch.check() == 0 and len(store.recent) == 1  # Kept.
+
+        old = await asyncio.to_thread(sentinel_topology.kill_primary)
+        await asyncio.to_thread(sentinel_topology.wait_promoted, old=old)
+        answer: int | None = 0
+        for _ in range(100):
+            answer = await watch.check()
+            if collector.primary_changes._value.get() == 1:
+                break
+            await asyncio.sleep(0.1)
+        assert collector.primary_changes._value.get() == 1
+        assert answer is None  # Seen and owed: no restore without the Lease.
+        assert await store.read_startup(slug=SLUG, execution="e1") is None  # Lost, not back yet.
+
+        holds[0] = True  # Renewed, in the same term.
+        assert await watch.check() == 1
+        assert await store.read_startup(slug=SLUG, execution="e1") == launch
+        assert restored_count(collector) == {"startup": 1.0}
+
+        holds[0], term[0] = False, None  # Another replica took the Lease: the term is over.
+        assert await watch.check() == 0 and len(store.recent) == 0
+
+
 async def test_a_stale_step_after_a_failover_never_costs_the_capture(
     sentinel_topology: SentinelTopology,
 ) -> None:
@@ -128,7 +184,9 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(
         sentinel_topology.settings(redis_min_replicas=0), metrics=collector
     ) as store:
         assert store.recent is not None
-        watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
+        watch = failover.PrimaryWatch(
+            store=store, recent=store.recent, metrics=collector, holds=lambda: True, term=lambda: 1
+        )
         assert await watch.check() == 0
         assert await store.claim(slug=SLUG, execution="e1", owner=owner("uid-1")) == owner("uid-1")
         pinned = await store.pin_journal(
@@ -212,6 +270,7 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
     the new primary meanwhile stays, with the captures it lacked added."""
     config = sentinel_topology.settings(redis_min_replicas=0)
     leading = {"a": False, "b": True}
+    terms: dict[str, int | None] = {"a": None, "b": 1}
     metrics_a, metrics_b = metrics.Metrics(), metrics.Metrics()
     async with (
         operations.open_store(config, metrics=metrics_a) as a,
@@ -219,19 +278,20 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
     ):
         assert a.recent is not None and b.recent is not None
         watch_a = failover.PrimaryWatch(
-            store=a, recent=a.recent, metrics=metrics_a, holds=lambda: leading["a"]
+            store=a, recent=a.recent, metrics=metrics_a, holds=lambda: leading["a"], term=lambda: terms["a"]
         )
         watch_b = failover.PrimaryWatch(
-            store=b, recent=b.recent, metrics=metrics_b, holds=lambda: leading["b"]
+            store=b, recent=b.recent, metrics=metrics_b, holds=lambda: leading["b"], term=lambda: terms["b"]
         )
         # b leads first; what it writes reaches the replica.
         await b.claim(slug=SLUG, execution="e0", owner=owner("uid-0"))
         b_capture = records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture"))
         await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
         await asyncio.to_thread(sentinel_topology.wait_in_sync)
-        leading.update(a=True, b=False)  # a takes the Lease.
+        leading.update(a=True, b=False)  # a takes the Lease: b's term is over.
+        terms.update(a=2, b=None)
         assert await watch_a.check() == 0 and await watch_b.check() == 0
-        assert len(b.recent) == 0  # A replica without the Lease keeps nothing.
+        assert len(b.recent) == 0  # A replica whose term is over keeps nothing.
         # Even what it writes late (a step finishing as it loses the Lease).
         await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
 
@@ -289,7 +349,9 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(
     collector = metrics.Metrics()
     async with operations.open_store(config, metrics=collector) as store:
         assert store.recent is not None
-        watch = failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, holds=lambda: True)
+        watch = failover.PrimaryWatch(
+            store=store, recent=store.recent, metrics=collector, holds=lambda: True, term=lambda: 1
+        )
         assert await watch.check() == 0
         for execution in ("e1", "e2"):
             await store.claim(slug=SLUG, execution=execution, owner=owner(f"old-{execution}"))
@@ -353,7 +415,7 @@ async def test_a_topology_the_watch_cannot_follow_is_said_not_skipped_silently(
         async with operations.open_store(config, metrics=collector) as store:
             assert store.recent is not None
             watch = failover.PrimaryWatch(
-                store=store, recent=store.recent, metrics=collector, holds=lambda: True
+                store=store, recent=store.recent, metrics=collector, holds=lambda: True, term=lambda: 1
             )
             with caplog.at_level("WARNING", logger="agentihooks_swarm.storage.failover"):
                 assert await watch.check() is None

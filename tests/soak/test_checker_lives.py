@@ -268,6 +268,19 @@ def test_a_record_put_back_is_judged_against_the_name_at_the_end() -> None:
     assert _findings(absent) == [(7, "unchecked")]
 
 
+def test_a_record_put_back_under_a_name_without_an_owner_claim_is_wrong_only_of_a_forgotten_life() -> None:
+    """A name whose Execution never launched (deleted at once, its planted Pod captured) has
+    records and no claim: a restore of them cannot be judged by an owner, only by the forgets."""
+    restore = Restore(kind="retained", slug=SLUG, execution=NAME, at=14.0, replica="a")
+    unclaimed = _names(_retained("p-new"), {}, [restore])
+    assert _findings(unclaimed) == [(7, "unchecked"), (7, "unchecked")]  # The name, and the restore.
+    assert any(f.detail == "no owner claim for the name at the end" for f in unclaimed.findings)
+    forgotten = _names(_retained("p-old"), {}, [restore])
+    assert (7, "violated") in _findings(forgotten)
+    violated = [f.subject for f in forgotten.findings if f.verdict == "violated"]
+    assert any(subject.startswith("retained record") for subject in violated)
+
+
 def test_an_owner_claim_put_back_is_judged_by_whose_life_owns_the_name_at_the_end() -> None:
     claim = Restore(kind="owner", slug=SLUG, execution=NAME, at=14.0, replica="a")
     match = _names(_launch("p-new"), {(SLUG, NAME): "new"}, [claim])

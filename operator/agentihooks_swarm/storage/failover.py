@@ -29,9 +29,12 @@ A record put back must still be true. What makes a restore safe (docs/redis.md s
 * **Memory never shrinks.** What this process keeps of a record is the union of the captures it
   wrote for it: a later copy with fewer (a step retried on a lagging replica) never replaces them
   (:meth:`Recent.note`), and a retained record takes the journal's captures with it.
-* **One restorer.** Only the Lease holder restores; a replica that does not hold the Lease keeps
-  nothing. The newest records go first (the oldest are the nearest to leaving the window), and a
-  ``WAIT`` shortfall is counted while the pass goes on.
+* **One restorer.** Only the Lease holder restores. A replica forgets what it kept once another
+  replica holds the Lease or held it since (its term is over: the one that leads restores what it
+  wrote). A renewal that came back late is not that: the Lease ran out in this replica's clock,
+  nobody took it, and what this replica wrote is still only its own to put back; a new primary
+  seen meanwhile is restored once it renews. The newest records go first (the oldest are the
+  nearest to leaving the window), and a ``WAIT`` shortfall is counted while the pass goes on.
 
 What this cannot bring back: the writes of a process that died too, and any write older than the
 window. Redis Cluster (each slot has its own primary) and a Redis that refuses ``INFO`` are not
@@ -322,6 +325,9 @@ class PrimaryWatch:
     metrics: metrics_.Metrics
     #: Whether this replica holds the Lease now.
     holds: Callable[[], bool]
+    #: This replica's term as the Lease's holder of record (:attr:`.Leadership.term`); None once
+    #: another replica holds the Lease or held it since.
+    term: Callable[[], int | None]
     interval: float = INTERVAL
     #: Told of each new primary, on every replica (the workers' Redis users are per server, and a
     #: promoted replica or a restarted primary may not have them: swarm/credentials.py).
@@ -330,6 +336,8 @@ class PrimaryWatch:
     #: since: a restore that failed midway is done again on the next look).
     _seen: str | None = None
     _owed: bool = False
+    #: The term in which :attr:`recent`'s records were written.
+    _term: int | None = None
     #: Why the topology is not watched, once said (None: watched).
     _unwatched: str | None = None
     _dropped: int = 0
@@ -343,9 +351,7 @@ class PrimaryWatch:
     async def check(self) -> int | None:
         """One look: the number of records restored (0: none were missing, or no change), or None
         when Redis could not say (unreachable, not a primary, a topology not watched)."""
-        if not self.holds():
-            self.recent.clear()
-            self._owed = False
+        self._follow_term()
         self._export()
         try:
             now = await self.store.primary_id()
@@ -368,23 +374,36 @@ class PrimaryWatch:
                 if self.holds()
                 else "this replica does not lead, so the leader checks what it wrote.",
             )
-            self._owed = self.holds()
+            # Owed while this replica's term lasts, though its Lease may have run out for now.
+            self._owed = self._term is not None
             if self.on_change is not None:
                 self.on_change()
         self._seen = now
         if not self._owed:
             return 0
+        if not self.holds():
+            return None  # Owed, and done once the Lease is renewed (or forgotten if another takes it).
         try:
             count = await self._restore()
         except errors.StoreUnavailable as e:
             logger.warning("Could not restore the recent evidence yet; the next look tries again: %s", e)
             return None
         except errors.NotLeader:
-            self.recent.clear()
-            self._owed = False
-            return None
+            return None  # Still owed: the next look goes on, or forgets if the term is over.
         self._owed = False
         return count
+
+    def _follow_term(self) -> None:
+        """Forget what was kept once this replica's term is over (another replica holds the Lease or
+        held it since): that replica restores what it wrote, and this one's records are of a past
+        it no longer leads."""
+        term = self.term()
+        # From no term to one: what was written since is this term's (the first look may come a
+        # second after the first step).
+        if term is None or (self._term is not None and term != self._term):
+            self.recent.clear()
+            self._owed = False
+        self._term = term
 
     def _export(self) -> None:
         self.metrics.recent_evidence_bytes.set(self.recent.bytes)

@@ -587,10 +587,12 @@ def _judge_restores(
             for c in by_name.get((restore.slug, restore.execution), [])
             if c.where in RESTORED_IN.get(restore.kind, ())
         ]
+        # Without an owner claim at the end, only a forgotten life's Pod is known to be wrong (a
+        # name that never launched has records and no claim: a planted Pod's capture).
         wrong = [
             c
             for c in held
-            if attributed.get(c.uid) not in (None, owner)
+            if (owner is not None and attributed.get(c.uid) not in (None, owner))
             or any(attributed.get(c.uid) == f.old_uid for f in earlier)
         ]
         if owner is not None and any(owner == f.old_uid for f in earlier):

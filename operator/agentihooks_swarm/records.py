@@ -194,6 +194,10 @@ class HandResult(_Record):
         serialization_alias="podUid",
         validation_alias=pydantic.AliasChoices("podUid", "pod_uid"),
     )
+    #: Beyond the spec's fields: whether the launch made (or may have made) the worker's terminal
+    #: Service, its Swarm's template having a terminal port. False lets final cleanup skip listing
+    #: the attempt's Services; None (a version before it) lists them.
+    terminal: bool | None = None
 
 
 class FinalState(enum.StrEnum):

@@ -43,7 +43,8 @@ async def test_worker_failing_after_the_hand_is_captured_by_final_cleanup(scene:
     await start_failing_worker(scene, execution="fails-late")
     status = await scene.until_phase("fails-late", "Done", process=process)
     # A merge patch leaves out the null reason and removed; podUid is the worker Pod's.
-    assert set(status["hand"]) == {"handed", "podUid"} and status["hand"]["handed"] is True
+    assert set(status["hand"]) == {"handed", "podUid", "terminal"} and status["hand"]["handed"] is True
+    assert status["hand"]["terminal"] is False  # No terminal port: cleanup looks for no Service.
     assert status["outcome"] == "failed"
     pod = labels.worker_pod_name(execution="fails-late", generation=1)
     assert status["cleanup"]["pods"] == {pod: "deleted"}
@@ -143,13 +144,12 @@ async def test_sigkill_at_each_checkpoint_then_restart_gives_the_same_evidence(
     proxy, namespace = threaded_fault_proxy, scene.namespace
     pod = labels.worker_pod_name(execution="crash", generation=1)
     pod_path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
-    services = f"/api/v1/namespaces/{namespace}/services"
     # Each rule stops the operator's pass right after the checkpoint: its next request hangs.
     if checkpoint == "after-journal-pin":
-        # Pinning lists pods and services and writes the journal; the capture's log read comes
-        # next (the pin's list is the Pod's read for this pass). The services list is held a
-        # moment so the test can make that log read hang (never forwarded to the API server).
-        rule = proxy.delay(seconds=1.5, method="GET", path=services, query="labelSelector", times=1)
+        # Pinning writes the journal (the attempt's Pod from the watch; no Services, as the
+        # template has no terminal port); the capture's log read comes next, and is the first
+        # log read of a handed worker: it hangs (never forwarded to the API server).
+        rule = proxy.hang(method="GET", path=pod_path + "/log", times=None)
     elif checkpoint == "after-capture-save":
         rule = proxy.hang(method="DELETE", path=pod_path, times=None)  # Capture and "sent" saved; not sent.
     elif checkpoint == "after-delete":
@@ -160,9 +160,6 @@ async def test_sigkill_at_each_checkpoint_then_restart_gives_the_same_evidence(
     connection = redis.asyncio.Redis.from_url(scene.redis_url, decode_responses=True)
     try:
         await start_failing_worker(scene, execution="crash", run_for="4s")
-        if checkpoint == "after-journal-pin":
-            await proxy.wait_for_count(method="GET", path=services, query="labelSelector", timeout=60)
-            rule = proxy.hang(method="GET", path=pod_path + "/log", times=None)
         if checkpoint == "after-retained":
 
             async def quiet() -> bool:  # Launched: the hand wrote Running and what it waits for.

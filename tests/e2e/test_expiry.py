@@ -53,6 +53,7 @@ async def test_a_done_execution_expires_and_its_records_still_answer(scene: Scen
         "reason": "project_unpermitted",
         "removed": True,
         "podUid": status["hand"]["podUid"],
+        "terminal": False,
     }
     assert status["finishedAt"].endswith("Z")
     await until_gone(scene, "short-lived", process=process, what="the expired Execution to be deleted")

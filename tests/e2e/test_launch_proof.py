@@ -63,6 +63,7 @@ async def test_refused_worker_evidence_outlives_the_pod(scene: Scene) -> None:
         "reason": "project_unpermitted",
         "removed": True,
         "podUid": status["hand"]["podUid"],
+        "terminal": False,
     }
     assert status["phase"] in ("Refused", "Done")
     await scene.until(

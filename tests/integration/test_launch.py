@@ -375,7 +375,7 @@ async def test_launch_creates_the_worker_pod_and_hands_it_the_grant(rig: Rig) ->
     core = client.CoreV1Api(rig.api)
     pod = await core.read_namespaced_pod(attempt.pod_name, rig.namespace)
     assert launched.hand == records.HandResult(
-        generation=1, handed=True, pod=attempt.pod_name, pod_uid=pod.metadata.uid
+        generation=1, handed=True, pod=attempt.pod_name, pod_uid=pod.metadata.uid, terminal=True
     )
     # Owned by its Execution (the only proof it is the operator's), held for its evidence.
     [owner] = pod.metadata.owner_references

@@ -84,6 +84,16 @@ def _execution_reads(rig: Rig, name: str) -> int:
     return sum(1 for c in rig.proxy.calls() if c.method == "GET" and re.match(path, c.path))
 
 
+def _service_lists(rig: Rig) -> int:
+    """The step's lists of one attempt's Services (its selector names the execution)."""
+    path = rf"/api/v1/namespaces/{rig.namespace}/services$"
+    return sum(
+        1
+        for c in rig.proxy.calls()
+        if c.method == "GET" and re.match(path, c.path) and "execution-id=" in c.query
+    )
+
+
 def _attempt_lists(rig: Rig) -> int:
     """The step's lists of one attempt's Pods (its selector names the execution)."""
     return sum(
@@ -93,10 +103,13 @@ def _attempt_lists(rig: Rig) -> int:
     )
 
 
-async def _running(rig: Rig, name: str) -> None:
+async def _running(rig: Rig, name: str, *, terminal_port: int | None = None) -> None:
     """A Swarm whose workers kwok runs for ten minutes, and Execution ``name`` of it."""
     runs = pods.protocol_annotations(phase="Running", run_for="10m")
-    await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace, annotations=runs))
+    await watching.create(
+        rig.api,
+        builders.swarm(name=SLUG, namespace=rig.namespace, annotations=runs, terminal_port=terminal_port),
+    )
     await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
 
 
@@ -133,6 +146,7 @@ async def test_a_refused_launch_adopts_the_watched_pod_and_lists_nothing(rig: Ri
         f"{c.method} {c.path} {c.query}" for c in rig.proxy.calls()
     )
     assert _attempt_lists(rig) == 0
+    assert _service_lists(rig) == 0  # Its template has no terminal port: the hand says no Service.
     assert _execution_reads(rig, name) == 0  # Its small spec came with the watch's view of it.
     stored = await rig.startup(execution=name)
     assert stored is not None and stored.uid == planted["metadata"]["uid"]
@@ -213,4 +227,42 @@ async def test_a_watch_listing_again_answers_nothing_and_the_step_lists_itself(r
     assert _attempt_lists(rig) == 1
     [removed] = retained["removed"]["pods"]
     assert (removed["name"], removed["outcome"]) == (worker, "deleted")
+    await cleanup_passes.gone(rig.api, rig.namespace, worker)
+
+
+@pytest.mark.parametrize("terminal_port", [None, 7681], ids=["no-terminal", "terminal"])
+async def test_cleanup_looks_for_services_only_where_the_launch_made_one(
+    rig: Rig, terminal_port: int | None
+) -> None:
+    """The hand records whether the launch's template had a terminal port: without one, cleanup
+    lists no Services; with one, the Service is pinned and removed, though the Swarm lost its port
+    since (the launch's template decides, not today's)."""
+    name = "terminal" if terminal_port else "plain"
+    await _running(rig, name, terminal_port=terminal_port)
+    async with watched_runtime(rig) as found:
+        steps = rig.steps(found.runtime)
+        worker = labels.worker_pod_name(execution=name, generation=1)
+        await steps.step(await _tracked(rig, name))
+        await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=worker, phase="Running")
+        tracked = await _tracked(rig, name)
+        assert tracked.status["hand"]["terminal"] is (terminal_port is not None)
+        core = client.CoreV1Api(rig.api)
+        service = labels.terminal_name(execution=name, generation=1)
+        if terminal_port:
+            await core.read_namespaced_service(service, rig.namespace)  # The launch made it.
+            await watching.merge_patch(  # The Swarm drops its port: the attempt still has a Service.
+                rig.api,
+                namespace=rig.namespace,
+                plural="swarms",
+                name=SLUG,
+                body={"spec": {"worker": {"terminalPort": None}}},
+            )
+        rig.proxy.reset_counts()
+        retained = await _cancel_and_clean_up(rig, steps, name)
+    assert _service_lists(rig) == (1 if terminal_port else 0)
+    # Deleted by cleanup, or by the garbage collector first (the Service is owned by the Pod).
+    removed = [s["name"] for s in retained["removed"]["services"]]
+    assert removed == ([service] if terminal_port else [])
+    listed = await core.list_namespaced_service(rig.namespace)
+    assert [s.metadata.name for s in listed.items if s.metadata.deletion_timestamp is None] == []
     await cleanup_passes.gone(rig.api, rig.namespace, worker)

@@ -119,7 +119,7 @@ async def test_a_worker_failing_after_the_hand_goes_through_final_cleanup(scene:
     status = await scene.until_phase("late", "Done", process=process, timeout=90)
     pod_name = labels.worker_pod_name(execution="late", generation=1)
     # The hand names the Pod it was given to by UID (podUid), next to the spec's handed.
-    assert status["hand"] == {"handed": True, "podUid": status["hand"]["podUid"]}
+    assert status["hand"] == {"handed": True, "podUid": status["hand"]["podUid"], "terminal": False}
     assert status["hand"]["podUid"]
     assert status["outcome"] == "failed"
     assert status["cleanup"]["pods"] == {pod_name: "deleted"}

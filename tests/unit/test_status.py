@@ -45,7 +45,7 @@ def test_apply_writes_only_what_changed_and_keeps_other_conditions() -> None:
 
 def test_a_launch_after_a_refusal_clears_it() -> None:
     earlier = [status.rejected(REJECTED, swarm_stamp="u/1").conditions[0]]
-    hand = records.HandResult(generation=1, handed=True, pod="swarm-worker-e1-1")
+    hand = records.HandResult(generation=1, handed=True, pod="swarm-worker-e1-1", terminal=False)
     answer = status.handed(hand, earlier=earlier)
     assert answer.phase == "Running"
     assert [(c["type"], c["status"], c["reason"]) for c in answer.conditions] == [
@@ -55,7 +55,8 @@ def test_a_launch_after_a_refusal_clears_it() -> None:
     patch: dict[str, Any] = {}
     status.apply(patch, {"phase": "Invalid", "rejectedWith": "u/1", "conditions": earlier}, answer)
     assert patch["rejectedWith"] is None  # Removed by the merge patch.
-    assert patch["hand"] == {"handed": True, "reason": None, "removed": None, "podUid": None}
+    hand_fields = {"handed": True, "reason": None, "removed": None, "podUid": None, "terminal": False}
+    assert patch["hand"] == hand_fields
 
 
 def test_a_refused_hand_quotes_the_refusal() -> None:

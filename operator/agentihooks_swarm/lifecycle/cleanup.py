@@ -344,7 +344,11 @@ async def pin(
     pod_uids = {str(p["metadata"]["uid"]) for p in found_pods} | (
         {attempt.pod_uid} if attempt.pod_uid else set()
     )
-    services = await runtime.cluster.services.list(namespace=attempt.namespace, selector=selector)
+    services = (
+        []  # The launch made no terminal Service: its template had no port.
+        if attempt.terminal is False and not attempt.labels_only
+        else await runtime.cluster.services.list(namespace=attempt.namespace, selector=selector)
+    )
     found_services = [s for s in services if attempt.labels_only or owners.owner_uids(s) & pod_uids]
     _look_alikes(
         runtime=runtime,

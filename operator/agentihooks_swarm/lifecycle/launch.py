@@ -251,6 +251,27 @@ async def hand(
     return None
 
 
+def _result(
+    *,
+    attempt: model.Attempt,
+    pod_uid: str,
+    swarm: resources.SwarmSpec,
+    refusal: Refusal | None = None,
+    removed: bool | None = None,
+) -> records.HandResult:
+    """The hand result of a launch. ``terminal``: the template the launch made its objects from
+    had a terminal port (the Service exists only then, whatever the Swarm says later)."""
+    return records.HandResult(
+        generation=attempt.generation,
+        handed=refusal is None,
+        reason=refusal.reason if refusal is not None else None,
+        removed=removed,
+        pod=attempt.pod_name,
+        pod_uid=pod_uid,
+        terminal=swarm.worker.terminal_port is not None,
+    )
+
+
 async def _read_quietly(read: Any, **kwargs: Any) -> dict[str, Any] | None:
     try:
         found: dict[str, Any] | None = await read(**kwargs)
@@ -524,12 +545,7 @@ async def launch(
     runtime.metrics.hands.labels(reason=refusal.reason if refusal else "handed").inc()
     if refusal is None:
         notify.normal(reason="Handed", message=f"Worker pod {attempt.pod_name} has its grant.")
-        return Launched(
-            hand=records.HandResult(
-                generation=attempt.generation, handed=True, pod=attempt.pod_name, pod_uid=pod_uid
-            ),
-            pod=pod,
-        )
+        return Launched(hand=_result(attempt=attempt, pod_uid=pod_uid, swarm=swarm), pod=pod)
     removal = await remove_at_launch(
         runtime=runtime,
         attempt=attempt,
@@ -539,13 +555,6 @@ async def launch(
         refused=refusal.describe(),
     )
     return Launched(
-        hand=records.HandResult(
-            generation=attempt.generation,
-            handed=False,
-            reason=refusal.reason,
-            removed=removal.removed,
-            pod=attempt.pod_name,
-            pod_uid=pod_uid,
-        ),
+        hand=_result(attempt=attempt, pod_uid=pod_uid, swarm=swarm, refusal=refusal, removed=removal.removed),
         detail=refusal.detail,
     )

@@ -63,6 +63,9 @@ class Attempt:
     #: Launched by a version that put no controller reference on its Pods (its hand has no
     #: ``podUid``): its Pods are known by their labels alone, as that version knew them.
     labels_only: bool = False
+    #: Whether the launch made (or may have made) a terminal Service (``status.hand.terminal``);
+    #: None when not recorded.
+    terminal: bool | None = None
 
     def owns(self, obj: Mapping[str, Any] | None) -> bool:
         """Whether ``obj`` is this attempt's own object: the attempt's labels, and owned by its
@@ -233,6 +236,7 @@ class Tracked:
         stored = self.status.get("hand")
         hand = stored if isinstance(stored, Mapping) and self.status.get("pod") else None
         pod_uid = hand.get("podUid") if hand is not None else None
+        terminal = hand.get("terminal") if hand is not None else None
         return Attempt(
             namespace=self.namespace,
             slug=self.swarm,
@@ -241,6 +245,7 @@ class Tracked:
             owner_uid=self.uid,
             pod_uid=pod_uid if isinstance(pod_uid, str) and pod_uid else None,
             labels_only=hand is not None and not pod_uid,
+            terminal=terminal if isinstance(terminal, bool) else None,
         )
 
     def hand(self) -> records.HandResult | None:
@@ -257,6 +262,7 @@ class Tracked:
             removed=stored.get("removed") if isinstance(stored.get("removed"), bool) else None,
             pod=str(self.status["pod"]),
             pod_uid=stored.get("podUid") if isinstance(stored.get("podUid"), str) else None,
+            terminal=stored.get("terminal") if isinstance(stored.get("terminal"), bool) else None,
         )
 
     def reference(self) -> dict[str, Any]:

@@ -337,6 +337,7 @@ def handed(hand: records.HandResult, *, detail: str = "", earlier: Any = None) -
                 "reason": hand.reason,
                 "removed": hand.removed,
                 "podUid": hand.pod_uid,
+                "terminal": hand.terminal,
             },
             REJECTED_WITH: None,
         },

@@ -293,7 +293,8 @@ class Lifecycle:
         tracked = work.tracked
         attempt = tracked.attempt()
         if attempt.pod_uid is None and not attempt.labels_only and hand.pod_uid:
-            attempt = dataclasses.replace(attempt, pod_uid=hand.pod_uid)  # Launched in this step.
+            # Launched in this step.
+            attempt = dataclasses.replace(attempt, pod_uid=hand.pod_uid, terminal=hand.terminal)
         try:
             progress = await attempts.advance(
                 runtime=self.runtime,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -43,6 +44,20 @@ def owner(uid: str) -> records.Owner:
     return records.Owner(uid=uid, namespace="team", at="2026-12-04T00:00:00Z")
 
 
+def primary_watch(
+    store: operations.AsyncStore,
+    collector: metrics.Metrics,
+    *,
+    holds: Callable[[], bool] = lambda: True,
+    term: Callable[[], int | None] = lambda: 1,
+) -> failover.PrimaryWatch:
+    """The watch of one operator replica (leading in term 1 unless told), on its own store."""
+    assert store.recent is not None
+    return failover.PrimaryWatch(
+        store=store, recent=store.recent, metrics=collector, holds=holds, term=term, interval=0.1
+    )
+
+
 async def until_answered(watch: failover.PrimaryWatch) -> int:
     """Look until the store's connections have found the new primary through Sentinel."""
     for _ in range(100):
@@ -61,14 +76,7 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(
         sentinel_topology.settings(redis_min_replicas=0), metrics=collector
     ) as store:
         assert store.recent is not None
-        watch = failover.PrimaryWatch(
-            store=store,
-            recent=store.recent,
-            metrics=collector,
-            holds=lambda: True,
-            term=lambda: 1,
-            interval=0.1,
-        )
+        watch = primary_watch(store, collector)
         assert await watch.check() == 0  # The primary as it is: nothing to restore.
 
         sentinel_topology.relay.hold()  # From here the replica misses every write.
@@ -138,13 +146,7 @@ async def test_a_leader_whose_renewal_came_back_late_keeps_what_it_wrote_and_res
         sentinel_topology.settings(redis_min_replicas=0), metrics=collector
     ) as store:
         assert store.recent is not None
-        watch = failover.PrimaryWatch(
-            store=store,
-            recent=store.recent,
-            metrics=collector,
-            holds=lambda: holds[0],
-            term=lambda: term[0],
-        )
+        watch = primary_watch(store, collector, holds=lambda: holds[0], term=lambda: term[0])
         assert await watch.check() == 0
 
         sentinel_topology.relay.hold()
@@ -184,9 +186,7 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(
         sentinel_topology.settings(redis_min_replicas=0), metrics=collector
     ) as store:
         assert store.recent is not None
-        watch = failover.PrimaryWatch(
-            store=store, recent=store.recent, metrics=collector, holds=lambda: True, term=lambda: 1
-        )
+        watch = primary_watch(store, collector)
         assert await watch.check() == 0
         assert await store.claim(slug=SLUG, execution="e1", owner=owner("uid-1")) == owner("uid-1")
         pinned = await store.pin_journal(
@@ -277,12 +277,8 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         operations.open_store(config, metrics=metrics_b) as b,
     ):
         assert a.recent is not None and b.recent is not None
-        watch_a = failover.PrimaryWatch(
-            store=a, recent=a.recent, metrics=metrics_a, holds=lambda: leading["a"], term=lambda: terms["a"]
-        )
-        watch_b = failover.PrimaryWatch(
-            store=b, recent=b.recent, metrics=metrics_b, holds=lambda: leading["b"], term=lambda: terms["b"]
-        )
+        watch_a = primary_watch(a, metrics_a, holds=lambda: leading["a"], term=lambda: terms["a"])
+        watch_b = primary_watch(b, metrics_b, holds=lambda: leading["b"], term=lambda: terms["b"])
         # b leads first; what it writes reaches the replica.
         await b.claim(slug=SLUG, execution="e0", owner=owner("uid-0"))
         b_capture = records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture"))
@@ -349,9 +345,7 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(
     collector = metrics.Metrics()
     async with operations.open_store(config, metrics=collector) as store:
         assert store.recent is not None
-        watch = failover.PrimaryWatch(
-            store=store, recent=store.recent, metrics=collector, holds=lambda: True, term=lambda: 1
-        )
+        watch = primary_watch(store, collector)
         assert await watch.check() == 0
         for execution in ("e1", "e2"):
             await store.claim(slug=SLUG, execution=execution, owner=owner(f"old-{execution}"))
@@ -414,9 +408,7 @@ async def test_a_topology_the_watch_cannot_follow_is_said_not_skipped_silently(
         collector = metrics.Metrics()
         async with operations.open_store(config, metrics=collector) as store:
             assert store.recent is not None
-            watch = failover.PrimaryWatch(
-                store=store, recent=store.recent, metrics=collector, holds=lambda: True, term=lambda: 1
-            )
+            watch = primary_watch(store, collector)
             with caplog.at_level("WARNING", logger="agentihooks_swarm.storage.failover"):
                 assert await watch.check() is None
                 assert await watch.check() is None

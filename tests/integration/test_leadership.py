@@ -42,6 +42,17 @@ async def elect(
     )
 
 
+async def a_led_then_stopped(
+    api: client.ApiClient, *, namespace: str
+) -> tuple[leadership.Leadership, leadership.Leadership, int]:
+    """Replicas a and b; a took the Lease (its term is returned) and stopped renewing until it expired."""
+    a = await elect(api, namespace=namespace, holder="a")
+    b = await elect(api, namespace=namespace, holder="b")
+    assert await a.attempt() and a.term is not None
+    await asyncio.sleep(SECONDS + 0.5)
+    return a, b, a.term
+
+
 @pytest.fixture
 async def proxied(proxy_kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
     async with api_client(kubeconfig=proxy_kubeconfig) as api:
@@ -73,13 +84,7 @@ async def test_a_renewal_answered_late_runs_the_lease_out_but_keeps_the_term(
 async def test_another_replica_that_takes_the_lease_ends_the_term(
     admin_api: client.ApiClient, namespace: str
 ) -> None:
-    a = await elect(admin_api, namespace=namespace, holder="a")
-    b = await elect(admin_api, namespace=namespace, holder="b")
-    assert await a.attempt()
-    first = a.term
-    assert first is not None
-
-    await asyncio.sleep(SECONDS + 0.5)  # a stops renewing; the Lease expires.
+    a, b, first = await a_led_then_stopped(admin_api, namespace=namespace)
     assert await b.attempt() and b.term is not None and b.term != first
     assert not await a.attempt()  # a sees b hold it: a's term is over.
     assert a.term is None and not a.holds()
@@ -93,11 +98,7 @@ async def test_a_lease_taken_and_given_back_unseen_is_still_a_new_term(
     admin_api: client.ApiClient, namespace: str
 ) -> None:
     """a never read the Lease while b held it: the term still tells that b led in between."""
-    a = await elect(admin_api, namespace=namespace, holder="a")
-    b = await elect(admin_api, namespace=namespace, holder="b")
-    assert await a.attempt()
-    first = a.term
-    await asyncio.sleep(SECONDS + 0.5)
+    a, b, first = await a_led_then_stopped(admin_api, namespace=namespace)
     assert await b.attempt()
     await b.release()
     assert await a.attempt()

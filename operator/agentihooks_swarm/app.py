@@ -92,8 +92,8 @@ class App:
 
     async def _lead(self) -> None:
         def follow(held: bool) -> None:
-            # What this replica kept for a restore is forgotten by the Redis primary's watch, once
-            # another replica's term begins (failover.PrimaryWatch), not when a renewal is late.
+            # What this replica wrote stays kept for a restore when it loses the Lease: it is the
+            # only one that knows those records (failover.PrimaryWatch).
             if held:  # Catch up with everything at once: a standby stepped nothing.
                 self.reconciler.resync_now()
 
@@ -312,14 +312,7 @@ def _primary(
     or the bench built); ``on_change`` is told of each new primary."""
     if store.recent is None:
         return None
-    return failover.PrimaryWatch(
-        store=store,
-        recent=store.recent,
-        metrics=metrics,
-        holds=leader.holds,
-        term=lambda: leader.term,
-        on_change=on_change,
-    )
+    return failover.PrimaryWatch(store=store, recent=store.recent, metrics=metrics, on_change=on_change)
 
 
 def _lifecycle(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 
 import pytest
 import redis
@@ -44,18 +43,10 @@ def owner(uid: str) -> records.Owner:
     return records.Owner(uid=uid, namespace="team", at="2026-12-04T00:00:00Z")
 
 
-def primary_watch(
-    store: operations.AsyncStore,
-    collector: metrics.Metrics,
-    *,
-    holds: Callable[[], bool] = lambda: True,
-    term: Callable[[], int | None] = lambda: 1,
-) -> failover.PrimaryWatch:
-    """The watch of one operator replica (leading in term 1 unless told), on its own store."""
+def primary_watch(store: operations.AsyncStore, collector: metrics.Metrics) -> failover.PrimaryWatch:
+    """The watch of one operator replica, on its own store."""
     assert store.recent is not None
-    return failover.PrimaryWatch(
-        store=store, recent=store.recent, metrics=collector, holds=holds, term=term, interval=0.1
-    )
+    return failover.PrimaryWatch(store=store, recent=store.recent, metrics=collector, interval=0.1)
 
 
 async def until_answered(watch: failover.PrimaryWatch) -> int:
@@ -129,51 +120,6 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(
         assert direct.hget(store.key(SLUG, store_.JOURNAL), "e3") is None
         assert restored_count(collector) == {"startup": 1.0, "journal": 1.0, "retained": 1.0}
         direct.close()
-
-
-async def test_a_leader_whose_renewal_came_back_late_keeps_what_it_wrote_and_restores_it(
-    sentinel_topology: SentinelTopology,
-) -> None:
-    """A leader's renewal answered late runs its Lease out in its own clock for a moment, though
-    nobody took it. Forgetting what it kept then cost refused Pods' captures for good when a
-    failover followed. The term tells a late renewal from a lost Lease: the records stay, the
-    failover seen meanwhile is restored once the Lease is renewed, and only another replica's term
-    makes it forget."""
-    collector = metrics.Metrics()
-    holds: list[bool] = [True]
-    term: list[int | None] = [3]  # A list each: what the Lease says, changed as the test goes.
-    async with operations.open_store(
-        sentinel_topology.settings(redis_min_replicas=0), metrics=collector
-    ) as store:
-        assert store.recent is not None
-        watch = primary_watch(store, collector, holds=lambda: holds[0], term=lambda: term[0])
-        assert await watch.check() == 0
-
-        sentinel_topology.relay.hold()
-        launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("refusal"))
-        await store.record_startup(slug=SLUG, execution="e1", record=launch)
-        holds[0] = False  # The renewal is late: not the leader for now, in the same term.
-        assert await watch.check() == 0 and len(store.recent) == 1  # Kept.
-
-        old = await asyncio.to_thread(sentinel_topology.kill_primary)
-        await asyncio.to_thread(sentinel_topology.wait_promoted, old=old)
-        answer: int | None = 0
-        for _ in range(100):
-            answer = await watch.check()
-            if collector.primary_changes._value.get() == 1:
-                break
-            await asyncio.sleep(0.1)
-        assert collector.primary_changes._value.get() == 1
-        assert answer is None  # Seen and owed: no restore without the Lease.
-        assert await store.read_startup(slug=SLUG, execution="e1") is None  # Lost, not back yet.
-
-        holds[0] = True  # Renewed, in the same term.
-        assert await watch.check() == 1
-        assert await store.read_startup(slug=SLUG, execution="e1") == launch
-        assert restored_count(collector) == {"startup": 1.0}
-
-        holds[0], term[0] = False, None  # Another replica took the Lease: the term is over.
-        assert await watch.check() == 0 and len(store.recent) == 0
 
 
 async def test_a_stale_step_after_a_failover_never_costs_the_capture(
@@ -262,36 +208,32 @@ async def write_four_lives(a: operations.AsyncStore) -> tuple[records.StartupRec
     return launch, done
 
 
-async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
+async def test_each_replica_restores_what_it_wrote_once_and_another_writers_progress_stays(
     sentinel_topology: SentinelTopology,
 ) -> None:
-    """Two operator replicas: the one that led before (its writes replicated) and the leader now
-    (its writes lost). Only the leader restores, each record once; what another writer stored on
+    """Two operator replicas: the one that led before (its writes replicated, but for the last
+    one, a step finishing as it lost the Lease) and the leader now (its writes lost). Each puts
+    back what it wrote, whether it leads or not, each record once; what another writer stored on
     the new primary meanwhile stays, with the captures it lacked added."""
     config = sentinel_topology.settings(redis_min_replicas=0)
-    leading = {"a": False, "b": True}
-    terms: dict[str, int | None] = {"a": None, "b": 1}
     metrics_a, metrics_b = metrics.Metrics(), metrics.Metrics()
     async with (
         operations.open_store(config, metrics=metrics_a) as a,
         operations.open_store(config, metrics=metrics_b) as b,
     ):
         assert a.recent is not None and b.recent is not None
-        watch_a = primary_watch(a, metrics_a, holds=lambda: leading["a"], term=lambda: terms["a"])
-        watch_b = primary_watch(b, metrics_b, holds=lambda: leading["b"], term=lambda: terms["b"])
+        watch_a, watch_b = primary_watch(a, metrics_a), primary_watch(b, metrics_b)
         # b leads first; what it writes reaches the replica.
         await b.claim(slug=SLUG, execution="e0", owner=owner("uid-0"))
         b_capture = records.StartupRecord(pod="p0", uid="u0", labels={}, startup=capture("b's capture"))
         await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
         await asyncio.to_thread(sentinel_topology.wait_in_sync)
-        leading.update(a=True, b=False)  # a takes the Lease: b's term is over.
-        terms.update(a=2, b=None)
         assert await watch_a.check() == 0 and await watch_b.check() == 0
-        assert len(b.recent) == 0  # A replica whose term is over keeps nothing.
-        # Even what it writes late (a step finishing as it loses the Lease).
-        await b.record_startup(slug=SLUG, execution="e0", record=b_capture)
 
         sentinel_topology.relay.hold()
+        # b's last step finishes as it loses the Lease to a; a takes over and writes.
+        late = records.StartupRecord(pod="p5", uid="u5", labels={}, startup=capture("b's last capture"))
+        await b.record_startup(slug=SLUG, execution="e5", record=late)
         launch, done = await write_four_lives(a)
 
         old = await asyncio.to_thread(sentinel_topology.kill_primary)
@@ -313,11 +255,13 @@ async def test_only_the_leader_restores_once_and_another_writers_progress_stays(
         direct.hset(a.key(SLUG, store_.OWNERS), "e2", records.dump(owner("uid-e2")))
         direct.hset(a.key(SLUG, store_.JOURNAL), "e2", records.dump(theirs))
 
-        assert await until_answered(watch_b) == 0  # Not the leader: restores nothing.
+        assert direct.hget(b.key(SLUG, store_.STARTUP_DIAGNOSTICS), "e5") is None
+        assert await until_answered(watch_b) == 1  # Its last capture; e0 was there.
         assert await until_answered(watch_a) == 4
-        assert await watch_a.check() == 0  # Once: the same primary again restores nothing.
+        assert await watch_a.check() == 0 and await watch_b.check() == 0  # Once each.
         assert restored_count(metrics_a) == {"startup": 1.0, "journal": 1.0, "retained": 1.0, "owner": 1.0}
-        assert restored_count(metrics_b) == {}
+        assert restored_count(metrics_b) == {"startup": 1.0}
+        assert await b.read_startup(slug=SLUG, execution="e5") == late
 
         assert await a.read_startup(slug=SLUG, execution="e1") == launch
         for execution in ("e1", "e3", "e4"):  # The owner claims went back, with the records or alone.

@@ -68,11 +68,6 @@ class Leadership:
         self.margin = margin
         self._clock = clock
         self._held_until = 0.0
-        #: The Lease's ``leaseTransitions`` while this replica is its holder of record, or None
-        #: once it saw another holder (or never held it). Between a renewal that came back late
-        #: (:meth:`holds` ran out, nobody took the Lease) and the next one the term stays: no other
-        #: replica led, so what this one wrote while leading is still its own to restore.
-        self.term: int | None = None
 
     def holds(self) -> bool:
         return self._clock() < self._held_until
@@ -113,8 +108,6 @@ class Leadership:
                     or renewed is None
                     or renewed + datetime.timedelta(seconds=length) < now
                 )
-                if current.get("holderIdentity") != self.holder:
-                    self.term = None  # Another replica holds it, or held it since this one did.
                 if current.get("holderIdentity") != self.holder and not free:
                     self._held_until = 0.0
                     return False
@@ -138,7 +131,6 @@ class Leadership:
             return self.holds()  # Keep what we had until it runs out; never extend it on failure.
         was = self.holds()
         self._held_until = sent_at + self.duration - self.margin
-        self.term = int(spec.get("leaseTransitions") or 0)
         if not was:
             logger.info(
                 "This replica (%s) now holds the lease %s/%s.", self.holder, self.namespace, self.name

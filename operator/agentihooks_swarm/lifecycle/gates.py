@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentihooks_swarm import errors, records, resources
+from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import (
     attempts,
     budget,
@@ -254,16 +255,24 @@ class Gates:
         return True
 
     async def _claim(self, work: work_.Work) -> bool:
-        """Claim the execution name's records for this Execution; False when it may not launch."""
+        """Claim the execution name's records for this Execution; False when it may not launch.
+
+        Records without an owner are an older version's, unless this Execution owns a worker Pod
+        of the attempt: then its launch made them and a Redis failover dropped the claim it made
+        first. It claims them and goes on (adopting its Pod); ``NameInUse`` would settle it with
+        its worker left running for good."""
         tracked = work.tracked
+        claim = records.Owner(uid=tracked.uid, namespace=tracked.namespace, at=finals.timestamp(finals.now()))
         try:
-            owner = await self.store.claim(
-                slug=tracked.swarm,
-                execution=tracked.name,
-                owner=records.Owner(
-                    uid=tracked.uid, namespace=tracked.namespace, at=finals.timestamp(finals.now())
-                ),
-            )
+            owner = await self.store.claim(slug=tracked.swarm, execution=tracked.name, owner=claim)
+            if owner is None:
+                launched = await self._owns_worker(work)
+                if launched is None:
+                    return False
+                if launched:
+                    owner = await self.store.claim(
+                        slug=tracked.swarm, execution=tracked.name, owner=claim, launched=True
+                    )
         except errors.StoreUnavailable as e:
             status_.set_condition(work.patch, work.view.get("conditions"), status_.not_recorded(e))
             work.retry_after = work_.RECORD_RETRY
@@ -275,6 +284,20 @@ class Gates:
         work.notes.warning(reason="NameInUse", message=answer.conditions[0]["message"])
         work.settled = True
         return False
+
+    async def _owns_worker(self, work: work_.Work) -> bool | None:
+        """Whether this Execution owns a worker Pod of its attempt (by UID: no older version's
+        Execution can). None: the API server could not say; the step is tried again."""
+        attempt = work.tracked.attempt()
+        try:
+            listed = await self.runtime.cluster.pods.list(
+                namespace=attempt.namespace, selector=labels.selector(attempt.labels)
+            )
+        except errors.ApiError as e:
+            work.answer(status_.launch_failed(e, retry_seconds=work_.LAUNCH_RETRY))
+            work.retry_after = work_.LAUNCH_RETRY
+            return None
+        return any(attempt.owns(pod) and not attempt.labels_only for pod in listed)
 
     async def _credential(self, work: work_.Work, *, raw: Mapping[str, Any]) -> tuple[bool, str | None]:
         """The swarm's worker credential before its worker exists: whether the launch goes on, and

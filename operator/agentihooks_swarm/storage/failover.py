@@ -29,12 +29,13 @@ A record put back must still be true. What makes a restore safe (docs/redis.md s
 * **Memory never shrinks.** What this process keeps of a record is the union of the captures it
   wrote for it: a later copy with fewer (a step retried on a lagging replica) never replaces them
   (:meth:`Recent.note`), and a retained record takes the journal's captures with it.
-* **One restorer.** Only the Lease holder restores. A replica forgets what it kept once another
-  replica holds the Lease or held it since (its term is over: the one that leads restores what it
-  wrote). A renewal that came back late is not that: the Lease ran out in this replica's clock,
-  nobody took it, and what this replica wrote is still only its own to put back; a new primary
-  seen meanwhile is restored once it renews. The newest records go first (the oldest are the
-  nearest to leaving the window), and a ``WAIT`` shortfall is counted while the pass goes on.
+* **The writer restores, leading or not.** Each replica puts back only what it wrote itself, and
+  keeps it for the window whether it still holds the Lease or not. A leader whose API server
+  calls fail loses the Lease within seconds, often in the same minutes as the failover that drops
+  its last writes (its renewal late, another replica taking over): it is the only one that knows
+  those records, and the rules above make a restore true whoever runs it (a replica that leads
+  no longer writes no evidence besides). The newest records go first (the oldest are the nearest
+  to leaving the window), and a ``WAIT`` shortfall is counted while the pass goes on.
 
 What this cannot bring back: the writes of a process that died too, and any write older than the
 window. Redis Cluster (each slot has its own primary) and a Redis that refuses ``INFO`` are not
@@ -317,17 +318,12 @@ class Store(Protocol):
 
 @dataclasses.dataclass(kw_only=True)
 class PrimaryWatch:
-    """Looks at the primary's replication id; when it changes, the Lease holder restores what
-    :class:`Recent` keeps."""
+    """Looks at the primary's replication id; when it changes, restores what :class:`Recent` keeps
+    (what this replica wrote), whether it leads now or not."""
 
     store: Store
     recent: Recent
     metrics: metrics_.Metrics
-    #: Whether this replica holds the Lease now.
-    holds: Callable[[], bool]
-    #: This replica's term as the Lease's holder of record (:attr:`.Leadership.term`); None once
-    #: another replica holds the Lease or held it since.
-    term: Callable[[], int | None]
     interval: float = INTERVAL
     #: Told of each new primary, on every replica (the workers' Redis users are per server, and a
     #: promoted replica or a restarted primary may not have them: swarm/credentials.py).
@@ -336,8 +332,6 @@ class PrimaryWatch:
     #: since: a restore that failed midway is done again on the next look).
     _seen: str | None = None
     _owed: bool = False
-    #: The term in which :attr:`recent`'s records were written.
-    _term: int | None = None
     #: Why the topology is not watched, once said (None: watched).
     _unwatched: str | None = None
     _dropped: int = 0
@@ -351,7 +345,6 @@ class PrimaryWatch:
     async def check(self) -> int | None:
         """One look: the number of records restored (0: none were missing, or no change), or None
         when Redis could not say (unreachable, not a primary, a topology not watched)."""
-        self._follow_term()
         self._export()
         try:
             now = await self.store.primary_id()
@@ -369,41 +362,22 @@ class PrimaryWatch:
                 "Redis has a new primary (replication id %s…, was %s…): %s",
                 now[:8],
                 self._seen[:8],
-                f"the evidence written in the last {self.recent.seconds:.0f}s is checked and put back "
-                "where it is missing."
-                if self.holds()
-                else "this replica does not lead, so the leader checks what it wrote.",
+                f"the {len(self.recent)} evidence records this replica wrote in the last "
+                f"{self.recent.seconds:.0f}s are checked and put back where they are missing.",
             )
-            # Owed while this replica's term lasts, though its Lease may have run out for now.
-            self._owed = self._term is not None
+            self._owed = True
             if self.on_change is not None:
                 self.on_change()
         self._seen = now
         if not self._owed:
             return 0
-        if not self.holds():
-            return None  # Owed, and done once the Lease is renewed (or forgotten if another takes it).
         try:
             count = await self._restore()
         except errors.StoreUnavailable as e:
             logger.warning("Could not restore the recent evidence yet; the next look tries again: %s", e)
             return None
-        except errors.NotLeader:
-            return None  # Still owed: the next look goes on, or forgets if the term is over.
         self._owed = False
         return count
-
-    def _follow_term(self) -> None:
-        """Forget what was kept once this replica's term is over (another replica holds the Lease or
-        held it since): that replica restores what it wrote, and this one's records are of a past
-        it no longer leads."""
-        term = self.term()
-        # From no term to one: what was written since is this term's (the first look may come a
-        # second after the first step).
-        if term is None or (self._term is not None and term != self._term):
-            self.recent.clear()
-            self._owed = False
-        self._term = term
 
     def _export(self) -> None:
         self.metrics.recent_evidence_bytes.set(self.recent.bytes)
@@ -436,8 +410,6 @@ class PrimaryWatch:
         # hold a name's current life (its owner claim goes back with them before an older life's
         # record is looked at).
         for written in reversed(entries):
-            if not self.holds():
-                raise errors.NotLeader("the Lease was lost during a restore")
             try:
                 answer = await self._restore_one(written)
             except errors.NotDurable as e:

@@ -473,17 +473,27 @@ class AsyncStore(connection.Connection):
             raw = await self.redis.hget(self.key(slug, OWNERS), execution)
         return None if raw is None else records.load(records.Owner, raw)
 
-    async def claim(self, *, slug: str, execution: str, owner: records.Owner) -> records.Owner | None:
+    async def claim(
+        self, *, slug: str, execution: str, owner: records.Owner, launched: bool = False
+    ) -> records.Owner | None:
         """Claim an execution name's records for one Execution (by UID), once.
 
         Returns the owner: ``owner`` when claimed now or earlier by the same UID, another
-        Execution's, or None when the name has records an older version wrote without an owner.
+        Execution's, or None when the name has records without an owner (an older version's, or
+        a claim a failover lost). ``launched``: the claimant owns a worker Pod of this name, so
+        records without an owner are its own and it claims them.
         """
         keys = [self.key(slug, OWNERS), self._index(slug)]
         keys += [self.key(slug, name) for name in LAUNCHED]
         with connection.translated():
             raw = await self.redis.eval(
-                _CLAIM, len(keys), *keys, execution, records.dump(owner), self.clock()
+                _CLAIM,
+                len(keys),
+                *keys,
+                execution,
+                records.dump(owner),
+                self.clock(),
+                "1" if launched else "0",
             )
         if not raw:
             return None

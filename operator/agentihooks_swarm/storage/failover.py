@@ -30,12 +30,13 @@ A record put back must still be true. What makes a restore safe (docs/redis.md s
   wrote for it: a later copy with fewer (a step retried on a lagging replica) never replaces them
   (:meth:`Recent.note`), and a retained record takes the journal's captures with it.
 * **The writer restores, leading or not.** Each replica puts back only what it wrote itself, and
-  keeps it for the window whether it still holds the Lease or not. A leader whose API server
-  calls fail loses the Lease within seconds, often in the same minutes as the failover that drops
+  keeps it for the window whether it still holds the Lease or not. A leader whose calls to the API
+  server fail loses the Lease within seconds, often in the same minutes as the failover that drops
   its last writes (its renewal late, another replica taking over): it is the only one that knows
-  those records, and the rules above make a restore true whoever runs it (a replica that leads
-  no longer writes no evidence besides). The newest records go first (the oldest are the nearest
-  to leaving the window), and a ``WAIT`` shortfall is counted while the pass goes on.
+  those records. Only the leader writes evidence, so each record has one restorer, its writer,
+  and the rules above make a restore true whoever runs it. The newest records go first (the
+  oldest are the nearest to leaving the window), and a ``WAIT`` shortfall is counted while the
+  pass goes on.
 
 What this cannot bring back: the writes of a process that died too, and any write older than the
 window. Redis Cluster (each slot has its own primary) and a Redis that refuses ``INFO`` are not

@@ -310,6 +310,15 @@ def _watched_pods(
     return list(found.values())
 
 
+async def owned_pods(*, runtime: model.Runtime, attempt: model.Attempt) -> list[dict[str, Any]]:
+    """The attempt's Pods its Execution owns, listed live by the attempt's labels (look-alikes left
+    out). Raises what the list raises."""
+    listed = await runtime.cluster.pods.list(
+        namespace=attempt.namespace, selector=labels.selector(attempt.labels)
+    )
+    return [p for p in listed if attempt.owns(p)]
+
+
 async def pin(
     *,
     runtime: model.Runtime,

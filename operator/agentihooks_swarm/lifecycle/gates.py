@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentihooks_swarm import errors, records, resources
-from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import (
     attempts,
     budget,
+    cleanup,
     finals,
     model,
     quota as quota_,
@@ -289,15 +289,14 @@ class Gates:
         """Whether this Execution owns a worker Pod of its attempt (by UID: no older version's
         Execution can). None: the API server could not say; the step is tried again."""
         attempt = work.tracked.attempt()
+        if attempt.labels_only:  # Known by its labels alone: no UID proves the Pod is its own.
+            return False
         try:
-            listed = await self.runtime.cluster.pods.list(
-                namespace=attempt.namespace, selector=labels.selector(attempt.labels)
-            )
+            return bool(await cleanup.owned_pods(runtime=self.runtime, attempt=attempt))
         except errors.ApiError as e:
             work.answer(status_.launch_failed(e, retry_seconds=work_.LAUNCH_RETRY))
             work.retry_after = work_.LAUNCH_RETRY
             return None
-        return any(attempt.owns(pod) and not attempt.labels_only for pod in listed)
 
     async def _credential(self, work: work_.Work, *, raw: Mapping[str, Any]) -> tuple[bool, str | None]:
         """The swarm's worker credential before its worker exists: whether the launch goes on, and

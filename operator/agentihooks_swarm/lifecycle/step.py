@@ -39,7 +39,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentihooks_swarm import errors, records
-from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.kubernetes.labels import FINALIZER
 from agentihooks_swarm.lifecycle import (
     attempts,
@@ -266,11 +265,8 @@ class Lifecycle:
         launched attempt's, never left held Terminating. None: unknown (a read failed)."""
         attempt = work.tracked.attempt()
         try:
-            listed = await self.runtime.cluster.pods.list(
-                namespace=attempt.namespace, selector=labels.selector(attempt.labels)
-            )
             # Or the Pod gone already, by an earlier step of this cleanup: its journal carries it on.
-            left = any(attempt.owns(p) for p in listed) or (
+            left = bool(await cleanup.owned_pods(runtime=self.runtime, attempt=attempt)) or (
                 await self.store.read_journal(slug=attempt.slug, execution=attempt.execution) is not None
             )
             if not left:

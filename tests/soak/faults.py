@@ -14,8 +14,8 @@ the client was still there to read its answer), and how many of them the new pri
 when the fault ended (put back by the operator that wrote them, or written again by a later
 step). It waits for the switch to ``REDIS_MIN_REPLICAS=0``
 (:attr:`~tests.soak.plan.Plan.unreplicated_at`, done here too: both replicas rolled with the new
-setting) and for a leader (up to 30 s: what a hold loses is what the leader writes, and the
-restore is the leader's). It holds the operators' group as well as Redis'; the API faults wait
+setting) and for a leader (up to 30 s: what a hold loses is what the leader writes, and each
+replica restores what it wrote). It holds the operators' group as well as Redis'; the API faults wait
 while it holds the links and until the restore (:class:`Alone`), and the workload's ``records
 forget`` waits too (:class:`~tests.soak.redis_set.Gate`).
 """
@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from tests.soak.checker.model import Loss
 from tests.soak.checker.records import DEFAULT_PREFIX
 from tests.soak.plan import ALSO_HOLDS, API_FAULTS, GROUPS, FaultPlan, Plan
 from tests.soak.rig import Replica, Rig
@@ -53,9 +54,9 @@ RESTORE_GRACE: Final = 5.0
 class Alone:
     """Many faults share it, one takes it alone, ahead of those that come after it: the API faults
     share it, ``redis-lost-writes`` takes it from before it holds the links until the restore
-    (:data:`RESTORE_GRACE` after the promotion). The restore is the leader's, and a leader that
-    loses its Lease drops what it kept (docs/redis.md): overlapping API faults on the leader can
-    take its Lease, and the fault would then show that documented limit, not the restore."""
+    (:data:`RESTORE_GRACE` after the promotion). The fault tests the restore after lost writes
+    alone: overlapping API faults on the leader could move its Lease in the same seconds, which
+    other faults test."""
 
     def __init__(self) -> None:
         self._changed = asyncio.Condition()
@@ -117,9 +118,22 @@ class Ledger:
     def counts(self) -> Counter[str]:
         return Counter(i.kind for i in self.injected if i.ok)
 
-    def losses(self) -> list[float]:
-        """When each redis-lost-writes fault killed its primary (seconds after the soak's start)."""
-        return [i.killed for i in self.injected if i.kind == "redis-lost-writes" and i.killed is not None]
+    def losses(self, *, origin: float) -> list[Loss]:
+        """When Redis may have lost writes its primary acknowledged (:class:`Loss`), on the clock
+        of ``origin`` (the soak's start): each redis-lost-writes kill, and each redis-primary-kill
+        (from the kill until the old primary answers as a replica) that ended once the operators
+        began to roll onto ``REDIS_MIN_REPLICAS=0``. With 1, a write needs a replica's copy, which
+        the old primary, started again alone, cannot get; with 0 it answers writes until the
+        Sentinels convert it, and they are gone with its data."""
+        rolls = [c.started for c in self.changes if c.kind == "REDIS_MIN_REPLICAS=0"]
+        unreplicated = min(rolls, default=None)
+        losses = []
+        for i in self.injected:
+            if i.kind == "redis-lost-writes" and i.killed is not None:
+                losses.append(Loss(kind=i.kind, began=origin + i.killed, ended=origin + i.killed))
+            elif i.kind == "redis-primary-kill" and unreplicated is not None and i.ended >= unreplicated:
+                losses.append(Loss(kind=i.kind, began=origin + i.started, ended=origin + i.ended))
+        return losses
 
     @property
     def end(self) -> float:
@@ -313,6 +327,11 @@ class Injector:
             await asyncio.sleep(fault.seconds)
             await asyncio.to_thread(primary.start)
             what = f"kill -9 primary {primary.port} (failover), started again after {fault.seconds:.1f}s"
+            # Until then it may answer writes as a primary of its own, lost when it is converted:
+            # the fault (and the Loss the checker derives from it) lasts that long.
+            began = time.monotonic()
+            await asyncio.to_thread(redis_set.wait_replica, primary, timeout=RECOVERY)
+            what += f", a replica again {time.monotonic() - began:.1f}s after"
         await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=1)
         after = await asyncio.to_thread(redis_set.primary_port)
         return f"{what}; primary now {after}" + ("" if settled else " (the set was not settled before)")

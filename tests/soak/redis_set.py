@@ -382,6 +382,17 @@ class SentinelSet:
             time.sleep(0.1)
         raise RedisServerError(f"the Sentinels promoted no replica within {timeout}s: {self.describe()}")
 
+    def wait_replica(self, server: RedisServer, *, timeout: float = 60.0) -> None:
+        """Wait until ``server`` answers as a replica: an old primary started again after its
+        failover answers writes as a primary of its own until the Sentinels convert it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.exceptions.RedisError):
+                if redis.Redis(port=server.port, socket_timeout=2).info("replication").get("role") == "slave":
+                    return
+            time.sleep(0.1)
+        raise RedisServerError(f"{server.port} was not made a replica within {timeout}s: {self.describe()}")
+
     def present(self, fields: Fields) -> int:
         """How many of ``fields`` the primary the Sentinels agree on holds now."""
         if not fields:

@@ -275,7 +275,7 @@ def _judge(rig: Rig, options: Options, *, seen: _Seen, restores: Sequence[Restor
     workload, stored, origin = seen.workload, seen.stored, seen.origin
     redis_read = seen.read_error is None
     attributed = rules.attribute(pods, executions, planted=workload.planted)
-    losses = [origin + killed for killed in seen.ledger.losses()]
+    losses = seen.ledger.losses(origin=origin)
     verdicts = rules.Verdicts()
     verdicts.counts["worker pods seen"] = len(pods)
     verdicts.extend(

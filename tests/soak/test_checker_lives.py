@@ -19,7 +19,7 @@ import pytest
 from tests.soak import plan
 from tests.soak.checker import model, observe, rules
 from tests.soak.checker.model import Capture, ExecutionHistory, Forgotten, PodHistory, Restore
-from tests.soak.faults import Alone
+from tests.soak.faults import Alone, Injected, Ledger
 from tests.soak.redis_set import Gate
 from tests.support import pods
 from tests.support.redis_server import RedisServerError
@@ -184,31 +184,72 @@ def test_a_forgotten_lifes_capture_missing_after_redis_lost_writes_could_not_be_
     pods = {"p-old": _pods()["p-old"]}
     forget = _forgotten(before=[])
     forget.read_at = 9.0
-    lost = rules.judge_captures(pods, [], forgotten={"p-old": forget}, losses=[5.0])
+    lost = rules.judge_captures(pods, [], forgotten={"p-old": forget}, losses=[_kill(5.0)])
     assert _findings(lost) == [(1, "unchecked")]
-    earlier = rules.judge_captures(pods, [], forgotten={"p-old": forget}, losses=[0.5])
+    earlier = rules.judge_captures(pods, [], forgotten={"p-old": forget}, losses=[_kill(0.5)])
     assert _findings(earlier) == [(1, "violated")]  # Lost before it was even refused: not that.
 
 
 # -- rule 3 and redis-lost-writes -----------------------------------------------------------------
 
 
+def _kill(at: float) -> model.Loss:
+    return model.Loss(kind="redis-lost-writes", began=at, ended=at)
+
+
+def _deleted(*, found: bool, read_at: float) -> PodHistory:
+    """Refused (first seen) at 1, deleted at 3, probed at ``read_at``."""
+    pod = _pod("p", first_seen=1.0, deleting_at=3.0)
+    pod.probe = model.Probe(found=found, detail="records held: none", at=read_at)
+    return pod
+
+
+def _judged(pod: PodHistory, losses: list[model.Loss]) -> list[tuple[int, str]]:
+    return _findings(rules.judge_deletes({pod.uid: pod}, losses=losses))
+
+
 def test_a_probe_that_read_after_redis_lost_writes_could_not_be_checked() -> None:
-    def deleted(*, found: bool, read_at: float) -> PodHistory:
-        pod = _pod("p", first_seen=1.0, deleting_at=3.0)
-        pod.probe = model.Probe(found=found, detail="records held: none", at=read_at)
-        return pod
-
-    def judged(pod: PodHistory, losses: list[float]) -> list[tuple[int, str]]:
-        return _findings(rules.judge_deletes({pod.uid: pod}, losses=losses))
-
-    assert judged(deleted(found=False, read_at=8.0), losses=[5.0]) == [(3, "unchecked")]
-    assert judged(deleted(found=False, read_at=4.0), losses=[5.0]) == [(3, "violated")]  # Read before.
+    assert _judged(_deleted(found=False, read_at=8.0), [_kill(5.0)]) == [(3, "unchecked")]
+    assert _judged(_deleted(found=False, read_at=4.0), [_kill(5.0)]) == [(3, "violated")]  # Read before.
     # Refused at 1, deleted at 3: a capture acknowledged by the old primary alone, the kill, then
     # the delete before the restore put the capture back on the new primary.
-    assert judged(deleted(found=False, read_at=8.0), losses=[2.0]) == [(3, "unchecked")]
-    assert judged(deleted(found=False, read_at=8.0), losses=[0.5]) == [(3, "violated")]  # Before refused.
-    assert judged(deleted(found=True, read_at=8.0), losses=[5.0]) == []
+    assert _judged(_deleted(found=False, read_at=8.0), [_kill(2.0)]) == [(3, "unchecked")]
+    assert _judged(_deleted(found=False, read_at=8.0), [_kill(0.5)]) == [(3, "violated")]  # Before refused.
+    assert _judged(_deleted(found=True, read_at=8.0), [_kill(5.0)]) == []
+
+
+def test_a_probe_inside_a_primary_kills_window_could_not_be_checked() -> None:
+    """An old primary started again answers writes until the Sentinels convert it: a capture
+    written at any time in the window, and a read after it began, cannot tell."""
+
+    def window(began: float, ended: float) -> model.Loss:
+        return model.Loss(kind="redis-primary-kill", began=began, ended=ended)
+
+    # Refused at 1 inside a window from 0 to 6 (the old primary answered it), read at 3.
+    assert _judged(_deleted(found=False, read_at=3.0), [window(0.0, 6.0)]) == [(3, "unchecked")]
+    assert _judged(_deleted(found=False, read_at=8.0), [window(2.0, 6.0)]) == [(3, "unchecked")]
+    # Over before the refusal, or begun only after the read: the probe's answer stands.
+    assert _judged(_deleted(found=False, read_at=8.0), [window(-5.0, 0.5)]) == [(3, "violated")]
+    assert _judged(_deleted(found=False, read_at=2.5), [window(2.6, 6.0)]) == [(3, "violated")]
+
+
+def test_the_ledger_counts_a_primary_kill_as_a_loss_only_without_replicas() -> None:
+    def fault(kind: str, started: float, ended: float, killed: float | None = None) -> Injected:
+        return Injected(kind=kind, planned_at=started, started=started, ended=ended, killed=killed)
+
+    ledger = Ledger(
+        injected=[
+            fault("redis-primary-kill", 10.0, 20.0),  # REDIS_MIN_REPLICAS=1: a write needs a replica.
+            fault("redis-primary-restart", 110.0, 115.0),  # No failover: the same primary again.
+            fault("redis-primary-kill", 120.0, 131.0),
+            fault("redis-lost-writes", 140.0, 160.0, killed=145.0),
+        ],
+        changes=[fault("REDIS_MIN_REPLICAS=0", 100.0, 103.0)],
+    )
+    assert ledger.losses(origin=1000.0) == [
+        model.Loss(kind="redis-primary-kill", began=1120.0, ended=1131.0),
+        model.Loss(kind="redis-lost-writes", began=1145.0, ended=1145.0),
+    ]
 
 
 # -- rule 7 ---------------------------------------------------------------------------------------

@@ -49,6 +49,19 @@ def _terminated(status: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
                 yield state
 
 
+@dataclass(frozen=True)
+class Loss:
+    """A span in which Redis may have dropped writes its primary had acknowledged (same clock as
+    the histories): a ``redis-lost-writes`` kill (``began == ended``: the kill), or, while the
+    operators run with ``REDIS_MIN_REPLICAS=0``, a ``redis-primary-kill`` from the kill until the
+    set settled (the old primary, started again before the Sentinels demoted it, answers writes
+    that the promoted replica never receives)."""
+
+    kind: str
+    began: float
+    ended: float
+
+
 @dataclass
 class Probe:
     """What Redis held for a Pod just after the checker saw it deleted."""

@@ -12,8 +12,9 @@
    held by the evidence finalizer (:class:`~.model.Probe`, made at once): no Pod may go before a
    durable record, whoever deleted it. A probe that
    found nothing in a Redis that lost acknowledged writes after the Pod was refused (a
-   ``redis-lost-writes`` kill between the refusal and the read: the capture may have been
-   acknowledged by the old primary alone) cannot tell; rule 1 judges what was put back.
+   :class:`~.model.Loss` between the refusal and the read: the capture may have been
+   acknowledged by a primary alone that then lost it) cannot tell; rule 1 judges what was put
+   back.
 4. No worker Pod and no ``cleanup-journal`` entry is left at the end. A Pod deleted but still
    held (Terminating) by the operator's evidence finalizer is left: its evidence was never taken
    and released, and nothing else removes it (the soak's own planted Pod of an Execution deleted
@@ -58,6 +59,7 @@ from tests.soak.checker.model import (
     ExecutionHistory,
     Finding,
     Forgotten,
+    Loss,
     OperatorLife,
     PodHistory,
     Restore,
@@ -112,7 +114,7 @@ def judge_captures(
     redis_read: bool = True,
     executions: Mapping[str, ExecutionHistory] | None = None,
     forgotten: Mapping[str, Forgotten] | None = None,
-    losses: Sequence[float] = (),
+    losses: Sequence[Loss] = (),
 ) -> Verdicts:
     """Rules 1 and 2 (see the module docstring); ``redis_read=False``: the end reads failed.
     ``executions`` only adds to a finding that its Pod's name was used again. ``forgotten``
@@ -153,8 +155,8 @@ def judge_captures(
                     1,
                     _pod(pod),
                     "its records were forgotten, and the read just before the forget found no "
-                    f"capture, but Redis lost acknowledged writes {lost:.1f}s after it was refused "
-                    "(a redis-lost-writes kill) and before that read",
+                    f"capture, but Redis may have lost acknowledged writes between its refusal and "
+                    f"that read ({_loss(lost, since)})",
                 )
                 continue
             _judge_refused(verdicts, pod, before, reused=reused, when=" just before the forget")
@@ -242,19 +244,19 @@ def judge_deletes(
     pods: Mapping[str, PodHistory],
     *,
     executions: Mapping[str, ExecutionHistory] | None = None,
-    losses: Sequence[float] = (),
+    losses: Sequence[Loss] = (),
 ) -> Verdicts:
     """Rule 3: the probe made when the checker saw each refused Pod let go: deleted and not held by
     the evidence finalizer (a delete the finalizer holds, the garbage collector's, say, loses
-    nothing until the operator releases it after the capture). ``losses``: when a
-    ``redis-lost-writes`` fault killed its primary (same clock): a probe that found nothing, read
-    after such a kill that came after the Pod was refused, read a Redis that had lost acknowledged
-    writes (rule 1 judges the end, after the restore) and cannot tell. A kill between the refusal
-    and the delete counts too: the capture may have been written, and acknowledged by the old
-    primary alone (``REDIS_MIN_REPLICAS=0``), before the kill and the delete after it, before the
-    leader's restore put it back (docs/redis.md: the restore follows the new replication id, once
-    a second). Only a kill before the refusal (no capture could have been written yet) leaves the
-    probe's answer standing."""
+    nothing until the operator releases it after the capture). ``losses``
+    (:class:`~.model.Loss`): a probe that found nothing, read after a loss that may have come
+    after the Pod was refused, read a Redis that may have lost acknowledged writes (rule 1 judges
+    the end, after the restore) and cannot tell. A loss between the refusal and the delete counts
+    too: the capture may have been written, and acknowledged by a primary alone
+    (``REDIS_MIN_REPLICAS=0``) that then lost it, and the delete came after, before the writer's
+    restore put it back (docs/redis.md: the restore follows the new replication id, once a
+    second). Only a loss over before the refusal (no capture could have been written yet) leaves
+    the probe's answer standing."""
     verdicts = Verdicts()
     reused = _reused_names(executions or {})
     for pod in pods.values():
@@ -270,11 +272,10 @@ def judge_deletes(
             verdicts.unchecked(
                 3,
                 _pod(pod),
-                f"no capture with its UID when probed ({pod.probe.detail}), but Redis lost "
-                f"acknowledged writes between its refusal and the read (a redis-lost-writes kill "
-                f"{lost:.1f}s after it was seen refused; its delete seen "
-                f"{pod.deleting_at - _since(pod):.1f}s after it was refused); rule 1 judges what was "
-                "put back",
+                f"no capture with its UID when probed ({pod.probe.detail}), but Redis may have lost "
+                f"acknowledged writes between its refusal and the read ({_loss(lost, _since(pod))}; "
+                f"its delete seen {pod.deleting_at - _since(pod):.1f}s after it was refused); rule 1 "
+                "judges what was put back",
             )
         elif not pod.probe.found:
             verdicts.violated(
@@ -294,11 +295,20 @@ def _since(pod: PodHistory) -> float:
     return pod.refused_at if pod.refused_at is not None else pod.first_seen
 
 
-def _lost_between(losses: Sequence[float], start: float, end: float | None) -> float | None:
-    """Seconds from ``start`` to the first lost-writes kill between ``start`` and ``end`` (an
-    unknown ``end``: any time after ``start``), or None."""
-    found = [kill for kill in losses if kill >= start and (end is None or kill <= end)]
-    return min(found) - start if found else None
+def _lost_between(losses: Sequence[Loss], start: float, end: float | None) -> Loss | None:
+    """The first loss that may have dropped a write made at or after ``start`` and before a read
+    at ``end`` (an unknown ``end``: any time after ``start``): one not over before ``start`` and
+    begun by ``end``; or None."""
+    found = [loss for loss in losses if loss.ended >= start and (end is None or loss.began <= end)]
+    return min(found, key=lambda loss: loss.began) if found else None
+
+
+def _loss(loss: Loss, since: float) -> str:
+    if loss.began == loss.ended:
+        return f"a {loss.kind} kill {loss.began - since:.1f}s after it was seen refused"
+    return (
+        f"a {loss.kind} from {loss.began - since:.1f}s to {loss.ended - since:.1f}s after it was seen refused"
+    )
 
 
 def judge_leftovers(

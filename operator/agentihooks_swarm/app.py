@@ -36,7 +36,7 @@ from agentihooks_swarm.controller import (
     swarm_watch,
     worker_pods,
 )
-from agentihooks_swarm.controller.workqueue import KeyedQueue
+from agentihooks_swarm.controller.workqueue import KeyedQueue, Priority
 from agentihooks_swarm.kubernetes import api, clients, event_index, informer, secrets
 from agentihooks_swarm.lifecycle import model, quota as quota_, step as lifecycle, worker_policy
 from agentihooks_swarm.storage import acl, failover, operations
@@ -250,7 +250,12 @@ def _tables(
         legacy_finalizers=legacy_finalizers,
         clock=time.monotonic,
     )
-    return queue, table, worker_pods.WorkerPods(owners=table.named, wake=queue.add)
+    workers = worker_pods.WorkerPods(
+        owners=table.named,
+        wake=queue.add,
+        evidence=functools.partial(queue.add, priority=Priority.EVIDENCE),
+    )
+    return queue, table, workers
 
 
 def _runtime(

@@ -173,3 +173,25 @@ def test_the_pods_no_tracked_execution_names_are_unowned_with_their_attempt_labe
 )
 def test_the_slug_of_an_owner_label_is_only_one_this_operator_sets(value: str, slug: str | None) -> None:
     assert labels.slug_of(value) == slug
+
+
+def test_a_pod_that_may_have_ended_wakes_its_execution_for_its_evidence_first() -> None:
+    woken = Woken({("ns", "e-1"): ("u1",), ("ns", "e-2"): ("u2",)})
+    first: list[str] = []
+    table = worker_pods.WorkerPods(owners=woken.named, wake=woken.uids.append, evidence=first.append)
+    listed(
+        table,
+        pod(phase="Pending", state="waiting"),
+        pod(name="swarm-worker-e-2-1", execution="e-2", uid="p2"),
+    )
+    table.apply("MODIFIED", pod(phase="Running"))  # Started: bookkeeping, at the usual priority.
+    table.apply("MODIFIED", pod(phase="Running", state="terminated"))  # A container ended.
+    table.apply("MODIFIED", pod(name="swarm-worker-e-2-1", execution="e-2", uid="p2", deleting=True))
+    table.apply("DELETED", pod(phase="Running", state="terminated"))  # Gone: nothing left to read.
+    assert (woken.uids, first) == (["u1", "u1"], ["u1", "u2"])
+    table.begin()  # A relist finds a Pod that failed while nobody watched.
+    table.apply(
+        None, pod(name="swarm-worker-e-2-1", execution="e-2", uid="p2", phase="Failed", deleting=True)
+    )
+    table.end()
+    assert first == ["u1", "u2", "u2"]

@@ -26,7 +26,7 @@ from typing import Final
 
 from agentihooks_swarm import errors, metrics as metrics_
 from agentihooks_swarm.controller import executions as executions_, worker_pods
-from agentihooks_swarm.controller.workqueue import KeyedQueue
+from agentihooks_swarm.controller.workqueue import KeyedQueue, Priority
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import model, step as lifecycle_, watched
 
@@ -144,7 +144,7 @@ class Reconciler:
             self._round, self._round_size = set(due), len(due)
             self._round_began = asyncio.get_running_loop().time()
         for uid in due:
-            self.queue.add(uid, later=True)
+            self.queue.add(uid, priority=Priority.LATER)
         self.metrics.queue_depth.set(len(self.queue))
         self.metrics.executions_tracked.set(len(self.table))
 

@@ -14,6 +14,11 @@ that the Pod's namespace and execution label name, through ``owners`` (the Execu
 * a Pod whose digest changed (a watch event, or a list after the watch lost its place);
 * a Pod that was deleted, or that a new list no longer shows.
 
+A Pod that may have ended (:func:`~agentihooks_swarm.lifecycle.watched.ended`: failed, succeeded,
+a container terminated, or being deleted) wakes its Executions through ``evidence``, the queue's
+most urgent priority: its evidence may be waiting, and its capture goes ahead of launches and
+other bookkeeping.
+
 A Pod that is new to the table wakes nothing when it comes from the watch (the launch that
 created it has just stepped), and wakes its Execution when it comes from a later list (it may
 have changed while nobody watched). The first list wakes nothing: the operator's first resync
@@ -27,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from agentihooks_swarm.kubernetes import labels, owners
-from agentihooks_swarm.lifecycle.watched import UNKNOWN, Seen, WorkerPod, digest
+from agentihooks_swarm.lifecycle.watched import UNKNOWN, Seen, WorkerPod, digest, ended
 
 __all__ = ["PAGE", "PARKED_ROUNDS", "WorkerPod", "WorkerPods", "digest"]
 
@@ -45,9 +50,18 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 class WorkerPods:
     """Worker Pods by namespace and name, as digests: an informer's handler that wakes steps."""
 
-    def __init__(self, *, owners: Callable[[str, str], Iterable[str]], wake: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        *,
+        owners: Callable[[str, str], Iterable[str]],
+        wake: Callable[[str], None],
+        evidence: Callable[[str], None] | None = None,
+    ) -> None:
+        """``wake``: queue an Execution's step; ``evidence``: queue it first, for a worker that
+        may have ended (``wake`` when not given)."""
         self._owners = owners
         self._wake = wake
+        self._evidence = evidence or wake
         self._pods: dict[tuple[str, str], WorkerPod] = {}
         self._listed: set[tuple[str, str]] | None = None
         self._lists = 0
@@ -75,10 +89,12 @@ class WorkerPods:
         one that vanished while no replica watched it (see :mod:`orphans`)."""
         return [p for p in self._pods.values() if not tuple(self._owners(p.namespace, p.execution))]
 
-    def _wake_owners(self, namespace: str, execution: str) -> None:
+    def _wake_owners(self, namespace: str, execution: str, *, pod: WorkerPod | None = None) -> None:
+        """Wake the Executions that ``execution`` names; first, if ``pod`` may have ended."""
+        wake = self._evidence if pod is not None and ended(pod.digest) else self._wake
         for uid in self._owners(namespace, execution):
             self.woken += 1
-            self._wake(uid)
+            wake(uid)
 
     # --- informer.Handler ---------------------------------------------------------------------
 
@@ -112,10 +128,10 @@ class WorkerPods:
         self._pods[key] = new
         if old is None:
             if kind is None and self._lists > 0:
-                self._wake_owners(key[0], execution)
+                self._wake_owners(key[0], execution, pod=new)
             return
         if (old.execution, old.digest) != (new.execution, new.digest):
-            self._wake_owners(key[0], execution)
+            self._wake_owners(key[0], execution, pod=new)
             if old.execution != execution:
                 self._wake_owners(key[0], old.execution)
 

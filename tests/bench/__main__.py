@@ -246,7 +246,13 @@ def _write(
             raise
         written = "benchmarks.md (no benchmarks.png: matplotlib is missing; pip install -e '.[bench]')"
     text = report.document(
-        results, machine=machine, command=command, elapsed=elapsed, workdir=workdir, against=compared
+        results,
+        machine=machine,
+        command=command,
+        elapsed=elapsed,
+        workdir=workdir,
+        against=compared,
+        runs=len(every),
     )
     (out / "benchmarks.md").write_text(text)
     history_doc = out / "benchmarks-history.md"

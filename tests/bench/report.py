@@ -678,14 +678,22 @@ def document(
     elapsed: float,
     workdir: Path,
     against: Sequence[str] = (),
+    runs: int | None = None,
 ) -> str:
-    """The report; ``against`` is ``--against``'s section (``against.section``), after the results."""
+    """The report; ``against`` is ``--against``'s section (``against.section``), after the results;
+    ``runs``: how many runs the bench made (REV's too), when not only ``results``."""
     nproc = int(machine["nproc"] or os.cpu_count() or 1)
     notes = NOTES.read_text().strip() if NOTES.exists() else ""
     every = list(results)
     results = representatives(every)
     parts = [
-        *_introduction(every, machine=machine, command=command, elapsed=elapsed, workdir=workdir),
+        *_introduction(
+            runs if runs is not None else len(every),
+            machine=machine,
+            command=command,
+            elapsed=elapsed,
+            workdir=workdir,
+        ),
         *_results(every),
         *([*against, ""] if against else []),
         *_api_requests(results),
@@ -698,7 +706,7 @@ def document(
 
 
 def _introduction(
-    every: Sequence[Result], *, machine: dict[str, str], command: str, elapsed: float, workdir: Path
+    runs: int, *, machine: dict[str, str], command: str, elapsed: float, workdir: Path
 ) -> list[str]:
     """The command, the machine and what shares it."""
     return [
@@ -712,7 +720,7 @@ def _introduction(
         "```",
         "",
         f"Run on {machine['date']}; it took {elapsed / 60:.1f} minutes in all (control plane start, "
-        f"planting, {len(every)} runs). Raw results and every operator log: `{workdir}` (not kept).",
+        f"planting, {runs} runs). Raw results and every operator log: `{workdir}` (not kept).",
         "",
         "| Machine | |",
         "| --- | --- |",

@@ -18,8 +18,8 @@ are counted from its process start (nothing is left out: its work starts at once
 lists are per operator (:func:`tests.bench.measure.operator_wide`).
 
 Scenario B (failed after a successful hand): N Executions of a Swarm whose worker template makes
-kwok run the Pod briefly and fail it with 78; final cleanup (the passes over the Executions in
-flight, every 10 s as in the chart) captures, deletes and writes ``attempt-retained``.
+kwok run the Pod briefly and fail it with 78; the worker Pods' watch wakes its Execution, whose
+step's final cleanup captures, deletes and writes ``attempt-retained``.
 
 Modes: ``capture`` is the operator's production wiring; ``baseline`` is the same operator with a
 runtime assembled by ``tests.bench.controller`` whose startup capture captures nothing (plain

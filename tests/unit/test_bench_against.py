@@ -148,9 +148,16 @@ def test_the_document_carries_the_section_after_the_results_and_only_when_given(
     assert "## Against" not in plain
     section = against.section(results=results, revision=REVISION)
     text = report.document(
-        results, machine=machine, command="make bench", elapsed=60.0, workdir=tmp_path, against=section
+        results,
+        machine=machine,
+        command="make bench",
+        elapsed=60.0,
+        workdir=tmp_path,
+        against=section,
+        runs=4,
     )
     assert text.index("## Results") < text.index("## Against 69636b1") < text.index("## API requests")
+    assert "planting, 2 runs)" in plain and "planting, 4 runs)" in text  # REV's runs counted too.
 
 
 def test_the_report_gives_refusal_to_stored_capture_p50_p99_and_last(tmp_path: Path) -> None:

@@ -375,10 +375,8 @@ class SentinelSet:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             port = self.primary_port()
-            if port is not None and port != old.port:
-                with contextlib.suppress(redis.exceptions.RedisError):
-                    if redis.Redis(port=port, socket_timeout=2).info("replication").get("role") == "master":
-                        return port
+            if port is not None and port != old.port and _role(port) == "master":
+                return port
             time.sleep(0.1)
         raise RedisServerError(f"the Sentinels promoted no replica within {timeout}s: {self.describe()}")
 
@@ -387,9 +385,8 @@ class SentinelSet:
         failover answers writes as a primary of its own until the Sentinels convert it."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with contextlib.suppress(redis.exceptions.RedisError):
-                if redis.Redis(port=server.port, socket_timeout=2).info("replication").get("role") == "slave":
-                    return
+            if _role(server.port) == "slave":
+                return
             time.sleep(0.1)
         raise RedisServerError(f"{server.port} was not made a replica within {timeout}s: {self.describe()}")
 
@@ -410,14 +407,17 @@ class SentinelSet:
     def describe(self) -> str:
         parts = []
         for server in self.servers:
-            role = "down"
-            if server.running:
-                with contextlib.suppress(redis.exceptions.RedisError):
-                    role = str(
-                        redis.Redis(port=server.port, socket_timeout=1).info("replication").get("role")
-                    )
+            role = (_role(server.port, timeout=1.0) if server.running else None) or "down"
             parts.append(f"{server.port}:{role}")
         return f"servers {', '.join(parts)}; Sentinels name {self.primary_port()}"
+
+
+def _role(port: int, *, timeout: float = 2.0) -> str | None:
+    """The replication role the server on ``port`` answers with (``master``, ``slave``), or None
+    when it does not answer."""
+    with contextlib.suppress(redis.exceptions.RedisError):
+        return str(redis.Redis(port=port, socket_timeout=timeout).info("replication").get("role"))
+    return None
 
 
 def _replicaof(server: RedisServer, port: int) -> None:

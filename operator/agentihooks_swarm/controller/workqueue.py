@@ -60,6 +60,7 @@ class KeyedQueue(Generic[Key]):
     async def get(self) -> Key:
         """The next key; the caller must call :meth:`done` with it when its step is over."""
         await self._available.acquire()
+        # One release per key waiting: some priority has a live key.
         key = next(k for k in (self._next(p) for p in Priority) if k is not None)
         del self._queued[key]
         self._active.add(key)

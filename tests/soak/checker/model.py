@@ -54,8 +54,8 @@ class Loss:
     """A span in which Redis may have dropped writes its primary had acknowledged (same clock as
     the histories): a ``redis-lost-writes`` kill (``began == ended``: the kill), or, while the
     operators run with ``REDIS_MIN_REPLICAS=0``, a ``redis-primary-kill`` from the kill until the
-    set settled (the old primary, started again before the Sentinels demoted it, answers writes
-    that the promoted replica never receives)."""
+    old primary answers as a replica again (started again, it answers writes as a primary of its
+    own, which the promoted replica never receives, until the Sentinels convert it)."""
 
     kind: str
     began: float

@@ -103,8 +103,9 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
     ),
     ("B", f"GET {_POD}/{{pod}}"): (
         "the finality check: a step of a launched attempt reads the Pod unless the watch shows it "
-        "running (every container running) or the step's own launch just made it; the read that "
-        "finds it Failed is also the read its cleanup judges it by"
+        "running (every container running) or not started yet within its startup deadline, or the "
+        "step's own launch just made it; the read that finds it Failed is also the read its "
+        "cleanup judges it by"
     ),
     ("A", f"PATCH {_EXECUTION}/status"): (
         "one per step: the attempt is final at once, so one step launches (adopts), captures, "

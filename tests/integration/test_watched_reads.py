@@ -6,7 +6,9 @@ the real API server through the fault proxy, with the watch itself behind that p
 * the watch lagging while it believes itself in sync (its next watch request held back, so a
   Pod the launch made is not in it yet): the cleanup still pins, captures and removes that Pod;
 * the watch listing again (after a 410 or a failed watch, its list held back): it answers
-  nothing, and the step lists the Pods itself.
+  nothing, and the step lists the Pods itself;
+* a worker that has not started (a container waiting) is judged from the watch while it is within
+  its startup deadline (no read), and read, and given its kubelet deadline, once past it.
 
 No Pod is missed and none is left behind in any of them."""
 
@@ -24,7 +26,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm.controller import executions, worker_pods
 from agentihooks_swarm.kubernetes import informer, labels
-from agentihooks_swarm.lifecycle import model, watched
+from agentihooks_swarm.lifecycle import attempts, finals, model, watched
 from tests.support import builders, cleanup_passes, pods, watching
 from tests.support.fixtures_rig import Rig
 from tests.support.planting import SLUG
@@ -266,3 +268,57 @@ async def test_cleanup_looks_for_services_only_where_the_launch_made_one(
     listed = await core.list_namespaced_service(rig.namespace)
     assert [s.metadata.name for s in listed.items if s.metadata.deletion_timestamp is None] == []
     await cleanup_passes.gone(rig.api, rig.namespace, worker)
+
+
+def _pod_reads(rig: Rig, name: str) -> int:
+    path = rf"/api/v1/namespaces/{rig.namespace}/pods/{name}$"
+    return sum(1 for c in rig.proxy.calls() if c.method == "GET" and re.match(path, c.path))
+
+
+async def test_a_worker_not_started_is_judged_from_the_watch_until_its_startup_deadline(rig: Rig) -> None:
+    """Pending with its container waiting, within its deadline: a step reads nothing and waits (not
+    parked, so the resync comes back); past the deadline the step reads the Pod live and sets the
+    ``activeDeadlineSeconds`` that makes its kubelet fail it, as a step without the watch would."""
+    name = "waiting"
+    deadline = 8
+    waits = pods.protocol_annotations(waiting_reason="ImagePullBackOff", waiting_message="back-off pulling")
+    await watching.create(
+        rig.api,
+        builders.swarm(
+            name=SLUG, namespace=rig.namespace, annotations=waits, startup_deadline_seconds=deadline
+        ),
+    )
+    await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
+    worker = labels.worker_pod_name(execution=name, generation=1)
+
+    def waiting() -> bool:
+        pod = found.table.seen(namespace=rig.namespace, name=worker).pod
+        return pod is not None and [c[1] for c in pod.digest[3]] == ["waiting"]
+
+    async with watched_runtime(rig) as found:
+        steps = rig.steps(found.runtime)
+        await steps.step(await _tracked(rig, name))  # The launch creates the worker.
+        await watching.until("the watch to see the worker's container waiting", waiting)
+        seen = found.table.seen(namespace=rig.namespace, name=worker).pod
+        assert seen is not None and seen.deadline == str(deadline) and seen.created
+        rig.proxy.reset_counts()
+        early = await steps.step(await _tracked(rig, name))
+        assert not early.settled
+        assert _pod_reads(rig, worker) == 0
+        await watching.until(
+            "the worker to be past its startup deadline",
+            lambda: (
+                not finals.within_deadline(
+                    created=seen.created, annotation=seen.deadline, default=600, at=finals.now()
+                )
+            ),
+            timeout=deadline + 10,
+        )
+        rig.proxy.reset_counts()
+        late = await steps.step(await _tracked(rig, name))
+        assert not late.settled
+        assert _pod_reads(rig, worker) == 1
+        body = await client.CoreV1Api(rig.api).read_namespaced_pod(worker, rig.namespace)
+        assert body.spec.active_deadline_seconds is not None
+    tracked = await _tracked(rig, name)
+    assert tracked.status.get("reason") == attempts.STARTUP_DEADLINE, tracked.status

@@ -108,3 +108,27 @@ def test_odd_pods_are_never_overdue() -> None:
     deleting = pod(states=WAITING)
     deleting["metadata"]["deletionTimestamp"] = "2026-11-30T08:00:30Z"
     assert finals.overdue(deleting, default=1, at=LATE) is None
+
+
+@pytest.mark.parametrize(
+    ("created", "annotation", "seconds", "expected"),
+    [
+        ("2026-11-30T08:00:00Z", "60", 59, True),
+        ("2026-11-30T08:00:00Z", "60", 60, False),
+        ("2026-11-30T08:00:00Z", None, 599, True),  # No annotation: the default (600).
+        ("2026-11-30T08:00:00Z", "0", 601, False),  # Not a deadline: the default.
+        ("2026-11-30T08:00:00Z", "soon", 599, True),
+        ("", "60", 0, False),  # Creation unknown: never "within", so the caller reads the Pod.
+        ("yesterday", "60", 0, False),
+    ],
+)
+def test_within_deadline_is_what_overdue_judges_from_the_creation_time_and_annotation(
+    created: str, annotation: str | None, seconds: int, expected: bool
+) -> None:
+    at = CREATED + datetime.timedelta(seconds=seconds)
+    assert finals.within_deadline(created=created, annotation=annotation, default=600, at=at) is expected
+    body = pod(states=WAITING, deadline=annotation)
+    body["metadata"]["creationTimestamp"] = created
+    # A Pod known to be within its deadline is never overdue; one past it (its creation known) is.
+    overdue = finals.overdue(body, default=600, at=at)
+    assert (overdue is None) is (expected or not created or created == "yesterday")

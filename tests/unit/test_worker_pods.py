@@ -195,3 +195,16 @@ def test_a_pod_that_may_have_ended_wakes_its_execution_for_its_evidence_first() 
     )
     table.end()
     assert first == ["u1", "u2", "u2"]
+
+
+def test_the_table_keeps_each_pods_creation_time_and_startup_deadline_for_the_step() -> None:
+    table = Woken({}).table()
+    table.synced(True)
+    body = pod(phase="Pending", state="waiting")
+    body["metadata"]["creationTimestamp"] = "2026-12-02T00:00:00Z"
+    body["metadata"]["annotations"] = {labels.STARTUP_DEADLINE: "90", "other": "x"}
+    listed(table, body, pod(name="swarm-worker-e-2-1", execution="e-2", uid="p2"))
+    found = table.seen(namespace="ns", name="swarm-worker-e-1-1").pod
+    assert found is not None and (found.created, found.deadline) == ("2026-12-02T00:00:00Z", "90")
+    bare = table.seen(namespace="ns", name="swarm-worker-e-2-1").pod
+    assert bare is not None and (bare.created, bare.deadline) == ("", "")

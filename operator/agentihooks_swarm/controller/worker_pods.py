@@ -124,6 +124,8 @@ class WorkerPods:
             digest=digest(body),
             controller=owners.controller_uid(body) or "",
             held=owners.holds_evidence(body),
+            created=str(metadata.get("creationTimestamp") or ""),
+            deadline=str(_mapping(metadata.get("annotations")).get(labels.STARTUP_DEADLINE) or ""),
         )
         self._pods[key] = new
         if old is None:

@@ -219,8 +219,9 @@ def _not_ended(
     Pod must be read (see :mod:`.watched`). Only a worker that nothing but its Pod can end (handed,
     not cancelled, no successful outcome reported) is judged so: from the launch's own view of the
     Pod in the step that launched it (not ended: Pending or Running, no container terminated), or
-    from the watch (running, every container running). A Pod that ends after the view was taken
-    is a change of the Pod, which the watch brings and which wakes the next step."""
+    from the watch (running, every container running; or not ended, not started and within its
+    startup deadline). A Pod that ends after the view was taken is a change of the Pod, which the
+    watch brings and which wakes the next step; a deadline that passes is seen by a later step."""
     if not hand.handed or cancelled or (stored.outcome is not None and stored.outcome.success):
         return None
     if looked is not None:
@@ -233,9 +234,20 @@ def _not_ended(
         if runtime.workers
         else watched.UNKNOWN
     )
-    if seen.pod is None or not seen.pod.running() or not attempt.owns(seen.pod.as_object()):
+    pod = seen.pod
+    if pod is None or not attempt.owns(pod.as_object()):
         return None
-    return Progress(phase=Phase.RUNNING, waiting_for=WORKER_RUNNING, waits_for_pod=True)
+    if pod.running():
+        return Progress(phase=Phase.RUNNING, waiting_for=WORKER_RUNNING, waits_for_pod=True)
+    if watched.ended(pod.digest) or not finals.within_deadline(
+        created=pod.created,
+        annotation=pod.deadline,
+        default=runtime.startup_deadline_seconds,
+        at=finals.now(),
+    ):
+        return None
+    # Not started yet: not parked (waits_for_pod False), so the resync judges its deadline again.
+    return Progress(phase=Phase.of_pod(pod.digest[1]), waiting_for=WORKER_RUNNING)
 
 
 def _finished(*, stored: operations.AttemptRecords, retained: records.Retained) -> Progress:

@@ -133,11 +133,23 @@ def started(pod: dict[str, Any]) -> bool:
 def startup_deadline(pod: dict[str, Any], *, default: int) -> int:
     """The Pod's startup deadline: its annotation (set at creation from the template), else ``default``."""
     annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    return _deadline(annotations.get(labels.STARTUP_DEADLINE), default=default)
+
+
+def _deadline(annotation: Any, *, default: int) -> int:
     try:
-        value = int(str(annotations.get(labels.STARTUP_DEADLINE, "")))
+        value = int(str(annotation if annotation is not None else ""))
     except ValueError:
         return default
     return value if value > 0 else default
+
+
+def within_deadline(*, created: Any, annotation: Any, default: int, at: datetime.datetime) -> bool:
+    """Whether a Pod created at ``created`` (its ``creationTimestamp``), whose startup-deadline
+    annotation is ``annotation``, is still within that deadline at ``at``; False when its creation
+    time is unknown (so a caller that would act on a Pod past it reads the Pod instead)."""
+    began = _parse(created)
+    return began is not None and (at - began).total_seconds() < _deadline(annotation, default=default)
 
 
 def overdue(pod: dict[str, Any], *, default: int, at: datetime.datetime) -> Overdue | None:
@@ -150,7 +162,10 @@ def overdue(pod: dict[str, Any], *, default: int, at: datetime.datetime) -> Over
     if created is None or metadata.get("deletionTimestamp"):
         return None
     deadline = startup_deadline(pod, default=default)
-    if (at - created).total_seconds() < deadline:
+    annotation = _mapping(metadata.get("annotations")).get(labels.STARTUP_DEADLINE)
+    if within_deadline(
+        created=metadata.get("creationTimestamp"), annotation=annotation, default=default, at=at
+    ):
         return None
     spec = _mapping(pod.get("spec"))
     began = _parse(status.get("startTime")) or created

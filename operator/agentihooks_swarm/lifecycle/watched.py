@@ -11,10 +11,13 @@ where a stale view costs nothing but a later step, and never where it could cost
   check), as if it had been deleted a moment after a live read. A Pod the watch has not seen yet,
   or one that is not plainly this attempt's own, takes today's path: create, then a live read.
 * **Finality.** A Pod the watch saw ``Running`` with every container running has not ended, so the
-  step waits for its next change without reading it. A Pod that ended since is a change the
-  watch brings, and that change wakes the step. Anything else (Pending, a container waiting or
-  terminated, being deleted, an outcome or a cancel to act on) is read live, as the startup
-  deadline and the capture need the whole Pod.
+  step waits for its next change without reading it. A Pod the watch saw not ended and not yet
+  started (Pending, a container waiting) within its startup deadline (its creation time and
+  deadline annotation, kept with its digest) has nothing a live read could act on either: only
+  its ending or that deadline could, and its ending is a change the watch brings, which wakes the
+  step; the deadline is judged again at the next resync. Anything else (a container terminated,
+  being deleted, past its startup deadline, an outcome or a cancel to act on) is read live, as
+  the startup deadline's action and the capture need the whole Pod.
 * **The cleanup pin** is not built from the watch alone: see :func:`cleanup.pin`.
 
 Whatever the watch says, only a live read of a Pod decides whether it is captured or deleted (the
@@ -86,6 +89,10 @@ class WorkerPod:
     controller: str = ""
     #: Whether it carries the operator's evidence finalizer (held until its evidence is stored).
     held: bool = False
+    #: Its ``creationTimestamp`` and startup-deadline annotation, as the API gave them: whether it
+    #: is still within that deadline (:func:`finals.within_deadline`) needs no read.
+    created: str = ""
+    deadline: str = ""
 
     @property
     def uid(self) -> str:

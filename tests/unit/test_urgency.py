@@ -8,7 +8,7 @@ from typing import Any
 
 from agentihooks_swarm import metrics
 from agentihooks_swarm.controller import executions, reconciler, worker_pods
-from agentihooks_swarm.controller.workqueue import KeyedQueue
+from agentihooks_swarm.controller.workqueue import KeyedQueue, Priority
 from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import model
 
@@ -97,3 +97,27 @@ async def test_a_resync_queues_the_most_urgent_first() -> None:
     )
     recon.resync_now()
     assert [await queue.get() for _ in range(3)] == ["u-failed", "u-deleted", "u-runs"]
+
+
+async def test_a_resync_puts_waiting_evidence_ahead_of_what_a_watch_queued_before_it() -> None:
+    """A new leader's catch-up, with a burst of new Executions already queued by the watch (NOW):
+    the failed worker's step goes first, the routine ones after the burst."""
+    workers = watch(worker("failed", phase="Failed", state="terminated"), worker("runs"))
+    table = executions.Executions(expiry=executions.Expiry(default_ttl=None))
+    for item in (tracked("runs"), tracked("failed")):
+        table.adopt(item)
+    queue: KeyedQueue[str] = KeyedQueue()
+    for uid in ("u-new-1", "u-new-2"):
+        queue.add(uid, priority=Priority.NOW)
+    steps: Any = None
+    recon = reconciler.Reconciler(
+        lifecycle=steps,
+        table=table,
+        queue=queue,
+        metrics=metrics.Metrics(),
+        holds=lambda: True,
+        interval=10,
+        urgency=lambda item: reconciler.urgency(item, workers=workers),
+    )
+    recon.resync_now()
+    assert [await queue.get() for _ in range(4)] == ["u-failed", "u-new-1", "u-new-2", "u-runs"]

@@ -138,13 +138,17 @@ class Reconciler:
             )
 
     def resync_now(self) -> None:
-        """Queue every Execution that needs a step (and is not deferred), most urgent first."""
-        due = sorted(self.table.due(), key=self._urgency)
+        """Queue every Execution that needs a step (and is not deferred), most urgent first: one
+        whose evidence waits at the queue's ``EVIDENCE`` priority, so that it goes ahead of steps a
+        watch queued before it (a burst of new Executions at a new leader's catch-up), and the rest
+        behind them (``LATER``)."""
+        ranked = sorted(((self._urgency(uid), uid) for uid in self.table.due()), key=lambda item: item[0])
+        due = [uid for _, uid in ranked]
         if not self._round and due:  # A new round once the last one is over (it says how long).
             self._round, self._round_size = set(due), len(due)
             self._round_began = asyncio.get_running_loop().time()
-        for uid in due:
-            self.queue.add(uid, priority=Priority.LATER)
+        for urgent, uid in ranked:
+            self.queue.add(uid, priority=Priority.EVIDENCE if urgent == URGENCY_EVIDENCE else Priority.LATER)
         self.metrics.queue_depth.set(len(self.queue))
         self.metrics.executions_tracked.set(len(self.table))
 

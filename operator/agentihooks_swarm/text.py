@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import string
 import unicodedata
 from collections.abc import Iterable
 from typing import Any, Final
@@ -241,13 +242,35 @@ def _token(match: re.Match[str]) -> str:
     return ID if any(c.isdigit() for c in token) else token
 
 
+_ALNUM: Final = frozenset(string.ascii_letters + string.digits)
+
+
+def _replace_token(text: str, name: str, placeholder: str) -> str:
+    """``text`` with each whole-token ``name`` (no ASCII letter or digit on either side: an
+    execution named ``e2`` is no part of an id ``0e2``) replaced, left to right as ``re.sub``
+    would. A scan, not a pattern: each Pod's names differ, and a pattern built per name would be
+    compiled per Pod (and push the ``re`` module's cache out)."""
+    parts: list[str] = []
+    start = 0
+    found = text.find(name)
+    while found >= 0:
+        end = found + len(name)
+        if (found == 0 or text[found - 1] not in _ALNUM) and (end == len(text) or text[end] not in _ALNUM):
+            parts += (text[start:found], placeholder)
+            start = end
+            found = text.find(name, end)
+        else:
+            found = text.find(name, found + 1)
+    parts.append(text[start:])
+    return "".join(parts)
+
+
 def mask(text: str, *, names: Iterable[str] = (), limit: int | None = None) -> str:
     """``text`` with what varies from Pod to Pod replaced: the given ``names`` (the Pod's, its
     execution's), timestamps, then every token that holds a digit; whitespace runs made one space
     and control characters dropped; cut to ``limit`` characters."""
     for name in sorted({n for n in names if n}, key=len, reverse=True):
-        # Whole tokens only: an execution named ``e2`` is no part of an id ``0e2``.
-        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", NAME, text)
+        text = _replace_token(text, name, NAME)
     for pattern in _TIMES:
         text = pattern.sub(TIME, text)
     text = _TOKEN.sub(_token, text)

@@ -3,11 +3,12 @@ time has the same fingerprint; different failures have different ones."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from hypothesis import given, settings, strategies as st
 
-from agentihooks_swarm import records
+from agentihooks_swarm import records, text as text_
 from agentihooks_swarm.capture import fingerprints
 
 
@@ -136,3 +137,19 @@ def test_a_container_that_never_ran_is_told_by_what_it_waited_on() -> None:
         == 'container worker waiting: ErrImagePull (failed to pull "localhost/none:<id>": connection refused)'
     )
     assert found == fingerprints.describe(unknown, summary=summary)[0]
+
+
+_ALPHABET = st.sampled_from(list("ae2-_. 0Zé9:/"))
+
+
+@settings(max_examples=500)
+@given(text=st.text(_ALPHABET, max_size=40), name=st.text(_ALPHABET, min_size=1, max_size=4))
+def test_a_name_is_masked_as_a_whole_token_exactly_where_the_pattern_would(text: str, name: str) -> None:
+    """The scan that replaces a per-Pod pattern: the same result as the pattern, on text full of
+    near misses (the name inside a longer token, overlapping itself, beside non-ASCII letters)."""
+    expected = re.sub(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", text_.NAME, text)
+    assert text_._replace_token(text, name, text_.NAME) == expected
+
+
+def test_a_name_inside_a_longer_token_is_kept() -> None:
+    assert text_.mask("e2 0e2 e2x e2-1 (e2)", names=["e2"]) == "<name> <id> <id> <name>-<id> (<name>)"

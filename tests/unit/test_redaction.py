@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import unicodedata
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -188,3 +189,14 @@ def test_the_log_filter_redacts_messages_and_their_arguments(caplog: pytest.LogC
     finally:
         handler.removeFilter(handler.filters[-1])
     assert caplog.records[-1].getMessage() == "worker said password=<redacted> [31m"
+
+
+def test_the_control_characters_printable_drops_are_exactly_unicodes_cc_and_the_overrides() -> None:
+    """Every code point: dropped when its category is ``Cc`` (but newline and tab) or it is a
+    bidirectional override, kept otherwise; newline and tab kept, or made spaces."""
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    kept = "".join(
+        c for c in every if c in "\n\t" or (unicodedata.category(c) != "Cc" and c not in text._BIDI)
+    )
+    assert text.printable(every) == kept
+    assert text.printable(every, keep_newlines=False) == kept.replace("\n", " ").replace("\t", " ")

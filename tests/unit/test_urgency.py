@@ -79,14 +79,13 @@ def test_a_watch_out_of_sync_says_nothing() -> None:
     assert reconciler.urgency(tracked("failed"), workers=workers) == reconciler.URGENCY_ROUTINE
 
 
-async def test_a_resync_queues_the_most_urgent_first() -> None:
-    workers = watch(worker("failed", phase="Failed", state="terminated"), worker("runs"))
+def resync(workers: worker_pods.WorkerPods, queue: KeyedQueue[str], *tracked_: model.Tracked) -> None:
+    """One resync over ``tracked_``, ordered by ``workers``, into ``queue`` (no step runs here)."""
     table = executions.Executions(expiry=executions.Expiry(default_ttl=None))
-    for item in (tracked("runs"), tracked("deleted", deleting=True), tracked("failed")):
+    for item in tracked_:
         table.adopt(item)
-    queue: KeyedQueue[str] = KeyedQueue()
-    steps: Any = None  # The resync only queues: no step runs here.
-    recon = reconciler.Reconciler(
+    steps: Any = None
+    reconciler.Reconciler(
         lifecycle=steps,
         table=table,
         queue=queue,
@@ -94,8 +93,13 @@ async def test_a_resync_queues_the_most_urgent_first() -> None:
         holds=lambda: True,
         interval=10,
         urgency=lambda item: reconciler.urgency(item, workers=workers),
-    )
-    recon.resync_now()
+    ).resync_now()
+
+
+async def test_a_resync_queues_the_most_urgent_first() -> None:
+    workers = watch(worker("failed", phase="Failed", state="terminated"), worker("runs"))
+    queue: KeyedQueue[str] = KeyedQueue()
+    resync(workers, queue, tracked("runs"), tracked("deleted", deleting=True), tracked("failed"))
     assert [await queue.get() for _ in range(3)] == ["u-failed", "u-deleted", "u-runs"]
 
 
@@ -103,21 +107,8 @@ async def test_a_resync_puts_waiting_evidence_ahead_of_what_a_watch_queued_befor
     """A new leader's catch-up, with a burst of new Executions already queued by the watch (NOW):
     the failed worker's step goes first, the routine ones after the burst."""
     workers = watch(worker("failed", phase="Failed", state="terminated"), worker("runs"))
-    table = executions.Executions(expiry=executions.Expiry(default_ttl=None))
-    for item in (tracked("runs"), tracked("failed")):
-        table.adopt(item)
     queue: KeyedQueue[str] = KeyedQueue()
     for uid in ("u-new-1", "u-new-2"):
         queue.add(uid, priority=Priority.NOW)
-    steps: Any = None
-    recon = reconciler.Reconciler(
-        lifecycle=steps,
-        table=table,
-        queue=queue,
-        metrics=metrics.Metrics(),
-        holds=lambda: True,
-        interval=10,
-        urgency=lambda item: reconciler.urgency(item, workers=workers),
-    )
-    recon.resync_now()
+    resync(workers, queue, tracked("runs"), tracked("failed"))
     assert [await queue.get() for _ in range(4)] == ["u-failed", "u-new-1", "u-new-2", "u-runs"]

@@ -149,7 +149,11 @@ def within_deadline(*, created: Any, annotation: Any, default: int, at: datetime
     annotation is ``annotation``, is still within that deadline at ``at``; False when its creation
     time is unknown (so a caller that would act on a Pod past it reads the Pod instead)."""
     began = _parse(created)
-    return began is not None and (at - began).total_seconds() < _deadline(annotation, default=default)
+    return began is not None and _within(began=began, deadline=_deadline(annotation, default=default), at=at)
+
+
+def _within(*, began: datetime.datetime, deadline: int, at: datetime.datetime) -> bool:
+    return (at - began).total_seconds() < deadline
 
 
 def overdue(pod: dict[str, Any], *, default: int, at: datetime.datetime) -> Overdue | None:
@@ -162,10 +166,7 @@ def overdue(pod: dict[str, Any], *, default: int, at: datetime.datetime) -> Over
     if created is None or metadata.get("deletionTimestamp"):
         return None
     deadline = startup_deadline(pod, default=default)
-    annotation = _mapping(metadata.get("annotations")).get(labels.STARTUP_DEADLINE)
-    if within_deadline(
-        created=metadata.get("creationTimestamp"), annotation=annotation, default=default, at=at
-    ):
+    if _within(began=created, deadline=deadline, at=at):
         return None
     spec = _mapping(pod.get("spec"))
     began = _parse(status.get("startTime")) or created

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
+from hypothesis import given, settings, strategies as st
+
 from agentihooks_swarm import records
 from agentihooks_swarm.storage import failover
 from tests.support import stored_records
@@ -129,6 +133,81 @@ def test_owner_uid_reads_the_claim() -> None:
     assert failover.owner_uid(A) == "uid-a"
     assert failover.owner_uid("") == ""
     assert failover.owner_uid("garbage") == ""
+
+
+class Eager:
+    """The rule :class:`failover.Recent` keeps, applied at each note: a copy of the same life is
+    merged into what is kept at once (the retained record takes its journal's captures). The
+    kept records are compared with Recent's, whose merges wait until a read."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], tuple[str, str]] = {}  # (kind, execution): (uid, raw)
+
+    def note(self, *, kind: failover.Kind, execution: str, raw: str, owner: str) -> None:
+        uid = failover.owner_uid(owner)
+        earlier = self.items.pop((kind, execution), None)
+        if earlier is not None and earlier[0] == uid:
+            raw = failover.kept_union(kind=kind, newer=raw, older=earlier[1])
+        if kind == "retained":
+            journal = self.items.pop(("journal", execution), None)
+            if journal is not None and journal[0] == uid:
+                with contextlib.suppress(ValueError):
+                    older = failover.journal_as_retained(journal[1], raw)
+                    raw = failover.kept_union(kind="retained", newer=raw, older=older)
+        self.items[(kind, execution)] = (uid, raw)
+
+
+def _pinned(uid: str, line: str | None, sent: bool) -> records.PinnedObject:
+    return records.PinnedObject(
+        name=f"p-{uid}", uid=uid, sent=sent or None, startup=capture(line) if line else None
+    )
+
+
+_pods = st.lists(
+    st.tuples(st.sampled_from(["u1", "u2", "u3"]), st.none() | st.sampled_from(["a", "b"]), st.booleans()),
+    max_size=3,
+    unique_by=lambda t: t[0],
+)
+_notes = st.lists(
+    st.tuples(
+        st.sampled_from(["journal", "journal", "retained", "startup"]),
+        st.sampled_from(["e1", "e2"]),
+        st.sampled_from([A, A, B]),
+        _pods,
+        st.booleans(),  # Pinned Pods also removed.
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(notes=_notes, fold_at=st.integers(min_value=1, max_value=9))
+def test_recent_keeps_what_a_merge_at_each_note_keeps(
+    notes: list[tuple[failover.Kind, str, str, list[tuple[str, str | None, bool]], bool]], fold_at: int
+) -> None:
+    recent, eager = failover.Recent(clock=Clock()), Eager()
+    for at, (kind, execution, owner, pods, removed) in enumerate(notes):
+        pinned = [_pinned(uid, line, sent) for uid, line, sent in pods]
+        gone = [
+            records.RemovedObject(name=p.name, uid=p.uid, outcome="deleted", startup=p.startup)
+            for p in pinned
+            if removed
+        ]
+        if kind == "journal":
+            raw = records.dump(
+                stored_records.journal(execution=execution, version=at, pods=pinned, removed=gone)
+            )
+        elif kind == "retained":
+            raw = records.dump(stored_records.retained(execution=execution, pods=gone))
+        else:
+            raw = records.dump(records.StartupRecord(pod="p", uid=str(at), labels={}, startup=capture("x")))
+        recent.note(kind=kind, slug="s", execution=execution, raw=raw, owner=owner)
+        eager.note(kind=kind, execution=execution, raw=raw, owner=owner)
+        if at % fold_at == 0:  # Reads between notes fold what is pending.
+            assert {(w.kind, w.execution): (w.uid, w.raw) for w in recent.entries()} == eager.items
+    written = recent.entries()
+    assert {(w.kind, w.execution): (w.uid, w.raw) for w in written} == eager.items
+    assert recent.bytes == sum(len(w.raw.encode()) + len(w.owner.encode()) for w in written)
 
 
 # --- the restore's merge: one test per rule -----------------------------------------------------

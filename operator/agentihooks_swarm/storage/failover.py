@@ -49,6 +49,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -93,14 +94,55 @@ class Written:
     size: int = 0
 
 
+@functools.lru_cache(maxsize=1024)
 def owner_uid(owner: str) -> str:
-    """The UID in an owner claim's JSON ("" for none, or one that does not parse)."""
+    """The UID in an owner claim's JSON ("" for none, or one that does not parse). Cached: a
+    record's claim is the same string for each of its notes."""
     if not owner:
         return ""
     try:
         return records.load(records.Owner, owner).uid
     except ValueError:
         return ""
+
+
+#: A kept record's pending merges are folded once this many have come (and at every read), so
+#: the copies held for one record stay few.
+_FOLD_AT: Final = 8
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
+class _Kept:
+    """One record as kept: the first copy, and the merges still to apply to it in order. The
+    merges run when the record is read (:meth:`Recent.entries`, a failover): a note costs no
+    parsing, and what it keeps is the same as merging at each note."""
+
+    kind: Kind
+    slug: str
+    execution: str
+    uid: str
+    owner: str
+    at: float
+    size: int
+    first: str
+    #: A string: a later copy, merged by :func:`kept_union`; a :class:`_Kept`: the journal entry
+    #: this retained record ended, whose captures it takes.
+    pending: list[str | _Kept]
+
+    def raw(self) -> str:
+        if self.pending:
+            kept = self.first
+            for step in self.pending:
+                if isinstance(step, str):
+                    kept = kept_union(kind=self.kind, newer=step, older=kept)
+                    continue
+                with contextlib.suppress(ValueError):  # Not a record this version reads.
+                    kept = kept_union(
+                        kind="retained", newer=kept, older=journal_as_retained(step.raw(), kept)
+                    )
+            self.first, self.pending = kept, []
+            self.size = len(kept.encode()) + len(self.owner.encode())
+        return self.first
 
 
 class Recent:
@@ -117,7 +159,7 @@ class Recent:
         self.seconds = seconds
         self.max_bytes = max_bytes
         self._clock = clock
-        self._items: collections.OrderedDict[tuple[Kind, str, str], Written] = collections.OrderedDict()
+        self._items: collections.OrderedDict[tuple[Kind, str, str], _Kept] = collections.OrderedDict()
         self._bytes = 0
         #: Records dropped for the byte bound before their time.
         self.dropped = 0
@@ -125,37 +167,65 @@ class Recent:
     def note(self, *, kind: Kind, slug: str, execution: str, raw: str, owner: str = "") -> None:
         """Keep a record that was just written (and acknowledged), with the name's owner claim."""
         uid = owner_uid(owner)
-        earlier = self._items.get((kind, slug, execution))
-        if earlier is not None and earlier.uid == uid:
-            raw = kept_union(kind=kind, newer=raw, older=earlier.raw)
+        key = (kind, slug, execution)
+        size = len(raw.encode())
+        kept = self._items.get(key)
+        if kept is not None and kept.uid == uid:
+            if kind in ("startup", "owner"):
+                size = 0  # Written once: the first copy stays (see kept_union), nothing to hold.
+            else:
+                kept.pending.append(raw)
+            kept.at = self._clock()
+            self._items.move_to_end(key)
+        else:
+            self._drop(key)
+            size += len(owner.encode())
+            kept = _Kept(
+                kind=kind,
+                slug=slug,
+                execution=execution,
+                uid=uid,
+                owner=owner,
+                at=self._clock(),
+                size=0,
+                first=raw,
+                pending=[],
+            )
+            self._items[key] = kept
         if kind == "retained":
             # The cleanup is over: its journal entry is gone on purpose, and its captures go on
             # in the retained record.
-            journal = self._items.get(("journal", slug, execution))
-            if journal is not None and journal.uid == uid:
-                with contextlib.suppress(ValueError):  # Not a record this version reads.
-                    raw = kept_union(kind="retained", newer=raw, older=journal_as_retained(journal.raw, raw))
-            self._drop(("journal", slug, execution))
-        key = (kind, slug, execution)
-        self._drop(key)
-        written = Written(
-            kind=kind,
-            slug=slug,
-            execution=execution,
-            raw=raw,
-            at=self._clock(),
-            owner=owner,
-            uid=uid,
-            size=len(raw.encode()) + len(owner.encode()),
-        )
-        self._items[key] = written
-        self._bytes += written.size
+            journal = self._items.pop(("journal", slug, execution), None)
+            if journal is not None:
+                self._bytes -= journal.size
+                if journal.uid == uid:
+                    kept.pending.append(journal)
+                    size += journal.size
+        kept.size += size
+        self._bytes += size
+        if len(kept.pending) >= _FOLD_AT:
+            self._fold(kept)
         self._prune()
 
     def entries(self) -> list[Written]:
         """The records kept now, oldest first."""
         self._prune()
-        return list(self._items.values())
+        found: list[Written] = []
+        for kept in self._items.values():
+            raw = self._fold(kept)
+            found.append(
+                Written(
+                    kind=kept.kind,
+                    slug=kept.slug,
+                    execution=kept.execution,
+                    raw=raw,
+                    at=kept.at,
+                    owner=kept.owner,
+                    uid=kept.uid,
+                    size=kept.size,
+                )
+            )
+        return found
 
     def clear(self) -> None:
         """Keep nothing (this replica no longer leads: the leader restores what it wrote)."""
@@ -168,6 +238,12 @@ class Recent:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def _fold(self, kept: _Kept) -> str:
+        before = kept.size
+        raw = kept.raw()
+        self._bytes += kept.size - before
+        return raw
 
     def _drop(self, key: tuple[Kind, str, str]) -> None:
         old = self._items.pop(key, None)

@@ -54,6 +54,29 @@ async def test_failed_worker_is_captured_once_deleted_and_retained(rig: Rig) -> 
     assert [e[1] for e in notify.items] == ["CleanupFinished"]
 
 
+async def journal_creates(rig: Rig) -> int:
+    """``HSETNX`` calls so far: the pin script creates a journal entry with one (nothing else a
+    pass sends does)."""
+    stats = await rig.store.redis.info("commandstats")
+    return int(stats.get("cmdstat_hsetnx", {}).get("calls", 0))
+
+
+async def test_a_pass_with_nothing_to_pin_writes_no_journal_entry_and_retains(rig: Rig) -> None:
+    """The attempt's only Pod is gone already (its launch removal took it): there is nothing to
+    resume, so no entry is written, and the retained record is stored at once."""
+    attempt = await rig.attempt()
+    notify = events.Collected()
+    before = await journal_creates(rig)
+    async with rig.runtime() as runtime:
+        retained = await rig.cleanup(runtime, attempt, notify=notify)
+    assert await journal_creates(rig) == before
+    assert await rig.journal(attempt) is None
+    assert retained.removed.pods == [] and (await rig.retained(attempt))["removed"]["pods"] == []
+    assert [(e[1], e[2]) for e in notify.items] == [
+        ("CleanupFinished", f"Attempt {attempt.generation} cleaned up (nothing left)")
+    ]
+
+
 async def pinned_pod(rig: Rig, attempt: model.Attempt) -> dict[str, Any]:
     """The one Pod ``attempt``'s cleanup journal pinned, as stored."""
     journal = await rig.journal(attempt)

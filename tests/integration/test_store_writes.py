@@ -123,6 +123,36 @@ async def test_no_journal_entry_is_pinned_for_a_retained_execution(store: operat
     assert await stored_journal(store) is None
 
 
+async def test_a_retain_that_read_no_journal_entry_fails_once_one_exists(
+    store: operations.AsyncStore,
+) -> None:
+    """A pass that pinned nothing writes no entry and retains with ``journal_version=None``: a
+    pass that pinned something meanwhile wins, as its entry would have been found first."""
+    pinned = await store.pin_journal(slug=SLUG, journal=journal())
+    with pytest.raises(errors.StaleWrite):
+        await store.retain(slug=SLUG, retained=retained("e1", []), journal_version=None)
+    assert await store.read_retained(slug=SLUG, execution="e1") is None
+    assert await stored_journal(store) == pinned
+    # With no entry at all, the retain of an empty pass is stored and indexed.
+    done = retained("e2", [])
+    assert await store.retain(slug=SLUG, retained=done, journal_version=None) is done
+    assert await store.read_retained(slug=SLUG, execution="e2") == done
+    assert await store.redis.zscore(store.key(SLUG, store_.RETENTION_INDEX), "e2") is not None
+
+
+async def test_a_retain_that_finds_the_record_removes_an_entry_left_beside_it(
+    store: operations.AsyncStore,
+) -> None:
+    """A journal entry beside a retained record is what a retain that failed after its write left:
+    the next retain of the execution (whatever version it read) returns the record and clears it."""
+    done = retained("e1", [])
+    await store.redis.hset(store.key(SLUG, store_.RETAINED), "e1", records.dump(done))
+    await store.redis.hset(store.key(SLUG, store_.JOURNAL), "e1", records.dump(journal()))
+    for version in (None, 1):
+        assert await store.retain(slug=SLUG, retained=retained("e1", []), journal_version=version) == done
+        assert await stored_journal(store) is None
+
+
 async def test_an_earlier_journal_entry_is_returned_not_replaced(store: operations.AsyncStore) -> None:
     first = await store.pin_journal(slug=SLUG, journal=journal(pods=2))
     again = await store.pin_journal(slug=SLUG, journal=journal(pods=0))

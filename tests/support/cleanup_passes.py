@@ -36,6 +36,13 @@ async def run_pass(
     guard: model.Guard | None = None,
     notify: events.Collected | None = None,
 ) -> records.Retained:
+    """As a step runs it (:func:`attempts.advance`): the attempt's records read first, a retained
+    record returned (a journal entry left beside it removed), else the pass from the entry read."""
+    stored = await store.read_attempt(slug=attempt.slug, execution=attempt.execution)
+    if stored.retained is not None:
+        if stored.journal is not None:
+            await store.clear_journal(slug=attempt.slug, execution=attempt.execution)
+        return stored.retained
     return await cleanup.run(
         runtime=runtime,
         store=store,
@@ -45,6 +52,7 @@ async def run_pass(
         watermark=0,
         archived=True,
         notify=notify or events.Collected(),
+        journal=stored.journal,
     )
 
 

@@ -4,7 +4,9 @@ One pass of :func:`run` walks the attempt's ``cleanup-journal`` entry and leaves
 at every step, so the operator may be killed anywhere and a later pass picks up where it stopped:
 
 1. Pin every Pod and Service of the attempt once; objects created later are not added. No entry
-   is created for an execution that is retained already.
+   is created for an execution that is retained already, nor when there is nothing to pin: a
+   pass with nothing to remove has nothing to resume, so it retains at once, on condition that
+   no other pass has created an entry meanwhile (:class:`Unwritten`).
 2. For each pinned Pod that still exists with the same UID and labels: capture its startup
    diagnostics once and save them on the pinned entry as ``startup`` together with ``sent`` —
    *before* the delete is sent. A restarted pass reads the saved capture and never reads the log
@@ -310,6 +312,12 @@ def _watched_pods(
     return list(found.values())
 
 
+class Unwritten(records.Journal):
+    """The journal entry of a pass that found nothing to pin: not written to Redis. Its retain
+    requires that no entry exists, so a pass that pinned something meanwhile wins, as it would
+    have had this entry been written first (its pin would then have found this empty one)."""
+
+
 async def owned_pods(*, runtime: model.Runtime, attempt: model.Attempt) -> list[dict[str, Any]]:
     """The attempt's Pods its Execution owns, listed live by the attempt's labels (look-alikes left
     out). Raises what the list raises."""
@@ -373,15 +381,13 @@ async def pin(
             if isinstance(meta, dict)
         ]
 
+    objects = records.Objects(pods=pinned(found_pods), services=pinned(found_services))
+    kind = records.Journal if objects.pods or objects.services else Unwritten
+    entry = kind(execution=attempt.execution, generation=attempt.generation, pinned=objects)
+    if isinstance(entry, Unwritten):
+        return entry
     guard.check(before="pinning the attempt's objects")
-    return await store.pin_journal(
-        slug=attempt.slug,
-        journal=records.Journal(
-            execution=attempt.execution,
-            generation=attempt.generation,
-            pinned=records.Objects(pods=pinned(found_pods), services=pinned(found_services)),
-        ),
-    )
+    return await store.pin_journal(slug=attempt.slug, journal=entry)
 
 
 async def run(
@@ -437,7 +443,11 @@ async def run(
         removed=pinned.removed,
     )
     guard.check(before="moving the journal to attempt-retained")
-    stored = await store.retain(slug=attempt.slug, retained=retained, journal_version=pinned.version or 0)
+    stored = await store.retain(
+        slug=attempt.slug,
+        retained=retained,
+        journal_version=None if isinstance(pinned, Unwritten) else pinned.version or 0,
+    )
     if stored is not retained:
         return stored
     outcomes = ", ".join(

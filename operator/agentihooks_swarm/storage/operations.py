@@ -330,13 +330,14 @@ class AsyncStore(connection.Connection):
         self._note("journal", slug=slug, execution=journal.execution, raw=raw, owner=replies[1] or "")
 
     async def retain(
-        self, *, slug: str, retained: records.Retained, journal_version: int
+        self, *, slug: str, retained: records.Retained, journal_version: int | None
     ) -> records.Retained:
         """Write the retained record, clear the journal entry and index the execution, atomically.
 
         The first retain wins: when the execution is retained already, nothing is written and
-        the stored record is returned. A journal entry that changed since ``journal_version`` was
-        read raises :class:`errors.StaleWrite`. One script (all keys in the swarm's slot), durable
+        the stored record is returned (and a journal entry left beside it goes). A journal entry
+        that changed since ``journal_version`` was read (None: that was read as absent, and exists
+        now) raises :class:`errors.StaleWrite`. One script (all keys in the swarm's slot), durable
         like the journal saves before it. The swarm is listed for the retention sweep first, so a
         retained record is never unlisted: in the same pipeline, ahead of the script, except on a
         cluster, where that list lives in another slot and is written on its own first.
@@ -361,7 +362,7 @@ class AsyncStore(connection.Connection):
                     retained.execution,
                     raw,
                     self.clock(),
-                    journal_version,
+                    "" if journal_version is None else journal_version,
                 ),
                 ("HGET", self.key(slug, OWNERS), retained.execution),
             ],

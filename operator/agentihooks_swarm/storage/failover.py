@@ -90,8 +90,6 @@ class Written:
     #: The UID of the Execution whose life wrote the record ("" when not known): the owner's, read
     #: once (each later note of the same record compares it).
     uid: str = ""
-    #: Bytes kept (the record and its owner claim), counted once for the byte bound.
-    size: int = 0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -123,6 +121,7 @@ class _Kept:
     uid: str
     owner: str
     at: float
+    #: Bytes kept (every copy, and the owner claim), counted for the byte bound until folded.
     size: int
     first: str
     #: A string: a later copy, merged by :func:`kept_union`; a :class:`_Kept`: the journal entry
@@ -222,7 +221,6 @@ class Recent:
                     at=kept.at,
                     owner=kept.owner,
                     uid=kept.uid,
-                    size=kept.size,
                 )
             )
         return found

@@ -104,6 +104,9 @@ def owner_uid(owner: str) -> str:
         return ""
 
 
+#: The kinds written once: the first copy stays, and a later one (or ours, in a restore) adds nothing.
+_FIRST_WINS: Final[frozenset[Kind]] = frozenset({"startup", "owner"})
+
 #: A kept record's pending merges are folded once this many have come (and at every read), so
 #: the copies held for one record stay few.
 _FOLD_AT: Final = 8
@@ -170,8 +173,8 @@ class Recent:
         size = len(raw.encode())
         kept = self._items.get(key)
         if kept is not None and kept.uid == uid:
-            if kind in ("startup", "owner"):
-                size = 0  # Written once: the first copy stays (see kept_union), nothing to hold.
+            if kind in _FIRST_WINS:
+                size = 0  # The first copy stays (see kept_union): nothing to hold.
             else:
                 kept.pending.append(raw)
             kept.at = self._clock()
@@ -265,7 +268,7 @@ class Recent:
 def kept_union(*, kind: Kind, newer: str, older: str) -> str:
     """What :class:`Recent` keeps of a record written again: ``newer`` with every capture (and
     removed object) ``older`` held that it lacks. A launch capture is written once: the first stays."""
-    if kind in ("startup", "owner"):
+    if kind in _FIRST_WINS:
         return older
     try:
         merged = restored(kind=kind, stored=newer, ours=older, bump=False)
@@ -285,7 +288,7 @@ def restored(*, kind: Kind, stored: str | None, ours: str, bump: bool = True) ->
     """
     if stored is None:
         return ours
-    if kind in ("startup", "owner"):
+    if kind in _FIRST_WINS:
         return None
     if kind == "retained":
         kept, mine = records.load(records.Retained, stored), records.load(records.Retained, ours)

@@ -48,7 +48,7 @@ from tests.bench import kube, measure
 from tests.support import builders, pods
 from tests.support.cluster import ClusterError, ControlPlane, build, named_cluster, start
 from tests.support.operator_process import READY_LINE, OperatorProcess
-from tests.support.proxy import WATCH_QUERY, FaultProxy
+from tests.support.proxy import WATCH_QUERY, Call, FaultProxy
 from tests.support.redis_server import RedisServer
 
 Scenario = Literal["A", "B"]
@@ -493,7 +493,42 @@ class Run:
         complete = await self._until_settled(observer, proxy=proxy, operator=operator, mark=mark)
         settled = time.time()
         cpu_window, busy_share = meter.stop()
-        window = proxy.calls()[mark:]
+        return self._result(
+            observer,
+            namespace=namespace,
+            operator=operator,
+            monitor=monitor,
+            window=proxy.calls()[mark:],
+            sent=sent,
+            began=began,
+            settled=settled,
+            complete=complete,
+            created_in=created_in,
+            memory_before=memory_before,
+            cpu_window=cpu_window,
+            busy_share=busy_share,
+        )
+
+    def _result(
+        self,
+        observer: kube.Observer,
+        *,
+        namespace: str,
+        operator: OperatorProcess,
+        monitor: measure.Monitor,
+        window: list[Call],
+        sent: list[float],
+        began: float,
+        settled: float,
+        complete: bool,
+        created_in: float,
+        memory_before: int,
+        cpu_window: dict[str, float],
+        busy_share: float,
+    ) -> Result:
+        """Read what the settled run left (the operator's figures, Redis, the watch's times), stop
+        the operator and the monitor, and put the run's figures together."""
+        assert operator.popen is not None
         figures = measure.process_figures(operator.popen.pid)
         commands = measure.command_calls(self.redis)
         memory_after = int(self.redis.info("memory")["used_memory"])

@@ -140,11 +140,12 @@ def test_no_module_is_over_its_size() -> None:
 
 
 def test_no_function_is_over_its_size() -> None:
+    """The operator's, and the tests' and their tools' alike."""
     over = []
-    for path in PACKAGE.rglob("*.py"):
+    for path in [*PACKAGE.rglob("*.py"), *(REPO / "tests").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
-                    over.append(f"{path.relative_to(PACKAGE)}: {node.name} {lines} lines")
+                    over.append(f"{path.relative_to(REPO)}: {node.name} {lines} lines")
     assert over == []

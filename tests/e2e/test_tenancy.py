@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,15 +57,16 @@ def _records(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def _create_swarm_and_execution(api: client.ApiClient, *, namespace: str) -> None:
-    """What each team makes, under the same names: a Swarm with a budget of one refusal, and an
+async def _create_swarm_and_execution(
+    api: client.ApiClient, *, namespace: str, slug: str, budget: dict[str, int] | None
+) -> None:
+    """What each team makes, under the same names: a Swarm (with ``budget``, or none), and an
     Execution of a project the Swarm does not register (refused, Done)."""
-    budget = {"maxRefusals": 1, "windowSeconds": 3600}
     await watching.create(
-        api, builders.swarm(name=SLUG, namespace=namespace, projects=["registered"], refusal_budget=budget)
+        api, builders.swarm(name=slug, namespace=namespace, projects=["registered"], refusal_budget=budget)
     )
     await watching.create(
-        api, builders.execution(name=EXECUTION, namespace=namespace, swarm=SLUG, project="x")
+        api, builders.execution(name=EXECUTION, namespace=namespace, swarm=slug, project="x")
     )
 
 
@@ -81,12 +83,12 @@ async def _execution_in_phase(
 
 
 async def _check_team_b_swarm_told_nothing_of_a(
-    api: client.ApiClient, process: OperatorProcess, *, team_b: str
+    api: client.ApiClient, process: OperatorProcess, *, team_b: str, slug: str
 ) -> None:
     """B's Swarm says SlugInUse, and shows none of A's refusals nor A's budget."""
 
     async def b_swarm_told() -> dict[str, Any] | None:
-        status = await _status(api, namespace=team_b, plural="swarms", name=SLUG)
+        status = await _status(api, namespace=team_b, plural="swarms", name=slug)
         found = _condition(status, "Invalid")
         return status if found is not None and found["reason"] == "SlugInUse" else None
 
@@ -98,12 +100,12 @@ async def _check_team_b_swarm_told_nothing_of_a(
 
 
 async def _check_team_a_swarm_counted(
-    api: client.ApiClient, process: OperatorProcess, *, team_a: str
+    api: client.ApiClient, process: OperatorProcess, *, team_a: str, slug: str
 ) -> None:
     """A's Swarm counts its own refusal and is not told about the name."""
 
     async def a_counted() -> dict[str, Any] | None:
-        status = await _status(api, namespace=team_a, plural="swarms", name=SLUG)
+        status = await _status(api, namespace=team_a, plural="swarms", name=slug)
         return status if (status.get("refusals") or {}).get("lastHour") == 1 else None
 
     a_swarm = await watching.eventually(
@@ -112,28 +114,34 @@ async def _check_team_a_swarm_counted(
     assert _condition(a_swarm, "Invalid") is None, a_swarm
 
 
-def _check_the_records_are_team_a_s(redis_url: str, *, team_a: str, team_b: str) -> None:
+def _check_the_records_are_team_a_s(redis_url: str, *, team_a: str, team_b: str, slug: str) -> None:
     """The record is A's (its owner claim names A's namespace and A's Execution), shown to A, and
     its name neither taken by B's admin nor given up by A's while A's records exist."""
     r: redis.Redis = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
-        assert r.get(f"{PREFIX}:{{{SLUG}}}:namespace") == team_a
-        owner = json.loads(str(r.hget(f"{PREFIX}:{{{SLUG}}}:{store_.OWNERS}", EXECUTION)))
+        assert r.get(f"{PREFIX}:{{{slug}}}:namespace") == team_a
+        owner = json.loads(str(r.hget(f"{PREFIX}:{{{slug}}}:{store_.OWNERS}", EXECUTION)))
         assert owner["namespace"] == team_a
     finally:
         r.close()
-    shown = _records(redis_url, "startup", SLUG, EXECUTION)
+    shown = _records(redis_url, "startup", slug, EXECUTION)
     assert shown.returncode == 0, shown.stderr
     assert "planted kind refusal" in shown.stdout
 
     # B's admin may not take the name while A's records exist; A's may not give it up either.
-    refused = commands.records_release(slug=SLUG, namespace=team_b, redis_url=redis_url)
+    refused = commands.records_release(slug=slug, namespace=team_b, redis_url=redis_url)
     assert refused.returncode == 1 and f"owned by namespace {team_a!r}" in refused.stderr
-    held = commands.records_release(slug=SLUG, namespace=team_a, redis_url=redis_url)
+    held = commands.records_release(slug=slug, namespace=team_a, redis_url=redis_url)
     assert held.returncode == 1 and "still has records" in held.stderr
 
 
+# With a refusal budget, a launch checks the slug before it reads the budget; without one, the
+# slug is checked in the name's claim: B is told SlugInUse on either path.
+@pytest.mark.parametrize(
+    "budget", [{"maxRefusals": 1, "windowSeconds": 3600}, None], ids=["budget", "no-budget"]
+)
 async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
+    budget: dict[str, int] | None,
     admin_api: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
@@ -142,18 +150,21 @@ async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
     redis_url: str,
 ) -> None:
     team_a, team_b = namespace, other_namespace
+    # A name of this test's own: the operator serves every namespace, and an earlier test's
+    # namespaces, still terminating, may hold a Swarm under the same name.
+    slug = f"{SLUG}-{uuid.uuid4().hex[:6]}"
     # Before the operator runs: A's Execution and its worker Pod, refused at startup (Failed).
-    await _create_swarm_and_execution(admin_api, namespace=team_a)
+    await _create_swarm_and_execution(admin_api, namespace=team_a, slug=slug, budget=budget)
     await planting.plant_refused_worker(
-        admin_api, control_plane, namespace=team_a, slug=SLUG, execution=EXECUTION
+        admin_api, control_plane, namespace=team_a, slug=slug, execution=EXECUTION
     )
     process = operator(kubeconfig=control_plane.kubeconfig, namespace=None)
     await _execution_in_phase(
         admin_api, process, namespace=team_a, phase="Done", what="team A's Execution Done", timeout=90
     )
 
-    # Team B, later, under the same names, with the same tripped-budget settings.
-    await _create_swarm_and_execution(admin_api, namespace=team_b)
+    # Team B, later, under the same names, with the same settings (a budget A's refusal tripped).
+    await _create_swarm_and_execution(admin_api, namespace=team_b, slug=slug, budget=budget)
     b_status = await _execution_in_phase(
         admin_api, process, namespace=team_b, phase="Invalid", what="team B's Execution Invalid", timeout=60
     )
@@ -162,11 +173,11 @@ async def test_two_namespaces_with_the_same_names_never_see_each_others_records(
     assert team_a in invalid["message"] and "records release" in invalid["message"]
     # Not A's name-in-use, nor A's budget: B is told about the name, and nothing of A's shows.
     assert "build-42 already has records" not in invalid["message"]
-    await _check_team_b_swarm_told_nothing_of_a(admin_api, process, team_b=team_b)
-    await _check_team_a_swarm_counted(admin_api, process, team_a=team_a)
+    await _check_team_b_swarm_told_nothing_of_a(admin_api, process, team_b=team_b, slug=slug)
+    await _check_team_a_swarm_counted(admin_api, process, team_a=team_a, slug=slug)
 
     # No worker Pod of B's was created, and A's refused one is gone (captured first).
     for team in (team_a, team_b):
         left = await client.CoreV1Api(admin_api).list_namespaced_pod(team)
         assert [p.metadata.name for p in left.items] == [], team
-    _check_the_records_are_team_a_s(redis_url, team_a=team_a, team_b=team_b)
+    _check_the_records_are_team_a_s(redis_url, team_a=team_a, team_b=team_b, slug=slug)

@@ -93,13 +93,14 @@ async def test_a_launch_reads_a_recent_measure_and_a_swarm_at_its_bound_is_held_
     assert sample("agentihooks_swarm_quota_bytes", {"swarm": slug}) == 10_000
 
     notes = events.Collected()
-    answer = await bounded.holds_back(slug=slug, status={}, notes=notes)
-    assert answer is not None and answer.phase == "Blocked"
+    assert await bounded.at_bound(slug=slug) == reached
+    answer = bounded.hold(slug=slug, reached=reached, status={}, notes=notes)
+    assert answer.phase == "Blocked"
     [(kind, reason, message)] = notes.items
     assert (kind, reason) == ("Warning", "QuotaExceeded") and message == answer.conditions[0]["message"]
     again = events.Collected()
     held = {"phase": "Blocked", "conditions": [dict(answer.conditions[0])]}
-    assert await bounded.holds_back(slug=slug, status=held, notes=again) is not None
+    assert bounded.hold(slug=slug, reached=reached, status=held, notes=again).phase == "Blocked"
     assert again.items == []  # Held back already: no second Event, counted once.
     assert sample("agentihooks_swarm_quota_blocked_total", {"swarm": slug}) == 1
 
@@ -234,3 +235,34 @@ async def test_a_swarm_at_its_quota_waits_others_launch_captures_go_on_and_forge
             lambda: phase_is(admin_api, namespace, "second", "Running"), what="second launched", timeout=60
         )
         assert (sample("agentihooks_swarm_stored_bytes", {"swarm": FULL}) or 0) < BOUND
+
+
+async def test_another_namespaces_swarm_at_its_quota_is_answered_slug_in_use_not_its_bytes(
+    admin_api: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    swarm_crds: list[str],
+    store: operations.AsyncStore,
+) -> None:
+    # The name is another namespace's, and its swarm is over the quota.
+    assert await store.slugs.claim(slug=FULL, namespace="another-team") == "another-team"
+    await store.redis.hset(store.key(FULL, keys.STARTUP_DIAGNOSTICS), "theirs", "x" * (2 * BOUND))
+    await watching.create(admin_api, builders.swarm(name=FULL, namespace=namespace))
+    async with operator(control_plane.kubeconfig, store, namespace, bound=BOUND) as app:
+        assert app.quota is not None
+        await watching.create(admin_api, builders.execution(name="mine", namespace=namespace, swarm=FULL))
+        found = await watching.eventually(
+            lambda: phase_is(admin_api, namespace, "mine", "Invalid"), what="mine Invalid"
+        )
+        [invalid] = [c for c in found["conditions"] if c["type"] == "Invalid"]
+        assert invalid["reason"] == "SlugInUse" and "another-team" in invalid["message"], found
+        # Nothing of the other swarm's bytes is shown: no QuotaExceeded answer, Event or count.
+        assert "QuotaExceeded" not in json.dumps(found)
+        await watching.events_once(admin_api, namespace=namespace, name="mine", reasons={"SlugInUse"})
+        listed = await client.CoreV1Api(admin_api).list_namespaced_event(namespace)
+        assert not [e for e in listed.items if e.reason == "QuotaExceeded"]
+        assert (
+            app.metrics.registry.get_sample_value("agentihooks_swarm_quota_blocked_total", {"swarm": FULL})
+            is None
+        )
+    assert await store.owner(slug=FULL, execution="mine") is None

@@ -51,3 +51,28 @@ async def test_the_first_namespace_owns_a_name_until_it_releases_it_with_nothing
     assert released.returncode == 0, released.stderr
     assert "Released swarm name" in released.stdout
     assert await store.slugs.claim(slug=SLUG, namespace="team-b") == "team-b"
+
+
+async def test_a_name_is_claimed_with_its_slug_only_in_a_slug_the_namespace_owns(
+    store: operations.AsyncStore,
+) -> None:
+    mine = records.Owner(uid="uid-a", namespace="team-a", at="2026-12-04T00:00:00Z")
+    theirs = records.Owner(uid="uid-b", namespace="team-b", at="2026-12-04T00:01:00Z")
+    # Nobody's slug: the slug and the name are claimed together, and a retried launch gets the same.
+    for _ in range(2):
+        assert await store.claim_in_slug(slug=SLUG, namespace="team-a", execution="e1", owner=mine) == mine
+    assert await store.slugs.owner(slug=SLUG) == "team-a"
+    assert await store.owner(slug=SLUG, execution="e1") == mine
+
+    # Another namespace is told whose slug it is, and claims nothing, not even a new name.
+    answer = await store.claim_in_slug(slug=SLUG, namespace="team-b", execution="e2", owner=theirs)
+    assert answer == operations.OtherNamespace(namespace="team-a")
+    assert await store.owner(slug=SLUG, execution="e2") is None
+
+    # Within its own slug, a name another Execution claimed is answered with that one's claim,
+    # and records without an owner with None, as store.claim answers.
+    other = records.Owner(uid="uid-a2", namespace="team-a", at="2026-12-04T00:02:00Z")
+    assert await store.claim_in_slug(slug=SLUG, namespace="team-a", execution="e1", owner=other) == mine
+    await store.redis.hset(store.key(SLUG, "attempt-retained"), "old", "{}")
+    assert await store.claim_in_slug(slug=SLUG, namespace="team-a", execution="old", owner=other) is None
+    assert await store.owner(slug=SLUG, execution="old") is None

@@ -10,7 +10,9 @@
   read at the launch (the table keeps none) and parsed;
 * the Swarm, read and parsed (``SwarmNotFound``, ``SwarmInvalid``), and its worker template within
   the cluster admin's worker policy (``WorkerNotAllowed``);
-* the swarm's slug is this namespace's (``SlugInUse``), before anything of the slug's is read;
+* the swarm's slug is this namespace's (``SlugInUse``), before anything of the slug's is shown:
+  before its refusal budget is read, before its byte quota's answer, else with the name's claim
+  in one round trip;
 * its refusal budget and its byte quota (``Blocked``);
 * its name's records claimed (``NameInUse``);
 * the swarm's worker credential, made before the worker that mounts it.
@@ -85,17 +87,17 @@ class Gates:
         swarm = self._allowed(work, swarm=parsed, stamp=stamp)
         if swarm is None:
             return None
-        if not await self._slug_ours(work):
+        # A budget reads the slug's own records, so the slug is known to be this namespace's
+        # first; otherwise the name's claim checks it in the same round trip.
+        slug_checked = swarm.refusal_budget is not None
+        if slug_checked and not await self._slug_ours(work):
             return None
         if swarm.refusal_budget is not None and await self._held_back(work, swarm=swarm, raw=raw):
             return None
-        if self.quota is not None:
-            held = await self.quota.holds_back(slug=tracked.swarm, status=work.view, notes=work.notes)
-            if held is not None:
-                work.answer(held, **work.observed())
-                return None
+        if self.quota is not None and await self._at_quota(work, quota=self.quota, slug_checked=slug_checked):
+            return None
         self.guard.check(before=f"launching {tracked.name}")
-        if not await self._claim(work):
+        if not await self._claim(work, slug_checked=slug_checked):
             return None
         made, credential = await self._credential(work, raw=raw)
         if not made:
@@ -231,11 +233,15 @@ class Gates:
             return False
         if owner == tracked.namespace:
             return True
+        self._slug_in_use(work, owner=owner)
+        return False
+
+    def _slug_in_use(self, work: work_.Work, *, owner: str) -> None:
+        tracked = work.tracked
         answer = status_.slug_in_use(slug=tracked.swarm, namespace=tracked.namespace, owner=owner)
         work.answer(answer, **work.observed())
         work.notes.warning(reason="SlugInUse", message=answer.conditions[0]["message"])
         work.settled = True
-        return False
 
     async def _held_back(self, work: work_.Work, *, swarm: resources.SwarmSpec, raw: dict[str, Any]) -> bool:
         """Whether the Swarm's refusal budget holds this Execution back (the status says so)."""
@@ -254,8 +260,24 @@ class Gates:
         work.answer(status_.budget_exceeded(swarm=tracked.swarm, state=state), **work.observed())
         return True
 
-    async def _claim(self, work: work_.Work) -> bool:
+    async def _at_quota(self, work: work_.Work, *, quota: quota_.Quota, slug_checked: bool) -> bool:
+        """Whether the swarm's byte quota holds this Execution back (the status says so). The answer
+        shows the swarm's bytes, so only to the namespace that owns its name: another one is told
+        ``SlugInUse`` instead."""
+        tracked = work.tracked
+        reached = await quota.at_bound(slug=tracked.swarm)
+        if reached is None:
+            return False
+        if not slug_checked and not await self._slug_ours(work):
+            return True
+        answer = quota.hold(slug=tracked.swarm, reached=reached, status=work.view, notes=work.notes)
+        work.answer(answer, **work.observed())
+        return True
+
+    async def _claim(self, work: work_.Work, *, slug_checked: bool) -> bool:
         """Claim the execution name's records for this Execution; False when it may not launch.
+        ``slug_checked``: the slug is known to be this namespace's; else it is claimed with the
+        name, and another namespace's answers ``SlugInUse`` as :meth:`_slug_ours` does.
 
         Records without an owner are an older version's, unless this Execution owns a worker Pod
         of the attempt: then its launch made them and a Redis failover dropped the claim it made
@@ -264,7 +286,16 @@ class Gates:
         tracked = work.tracked
         claim = records.Owner(uid=tracked.uid, namespace=tracked.namespace, at=finals.timestamp(finals.now()))
         try:
-            owner = await self.store.claim(slug=tracked.swarm, execution=tracked.name, owner=claim)
+            if slug_checked:
+                owner = await self.store.claim(slug=tracked.swarm, execution=tracked.name, owner=claim)
+            else:
+                claimed = await self.store.claim_in_slug(
+                    slug=tracked.swarm, namespace=tracked.namespace, execution=tracked.name, owner=claim
+                )
+                if isinstance(claimed, operations.OtherNamespace):
+                    self._slug_in_use(work, owner=claimed.namespace)
+                    return False
+                owner = claimed
             if owner is None:
                 launched = await self._owns_worker(work)
                 if launched is None:

@@ -79,20 +79,22 @@ class Quota:
         used = await self.used(slug=slug)
         return Reached(used=used, bound=self.bound) if used >= self.bound else None
 
-    async def holds_back(
-        self, *, slug: str, status: Mapping[str, Any], notes: events.Collected
-    ) -> status_.Answer | None:
-        """The answer of an Execution of ``slug`` that may not launch because its swarm is at its
-        quota (a Warning Event, and the metric, the first time it is held back), or None: it
-        launches. A swarm that cannot be measured launches, as one over a budget that cannot be
-        read does: the quota guards Redis's room, and the launch's own writes say if Redis is gone."""
+    async def at_bound(self, *, slug: str) -> Reached | None:
+        """Whether a new Execution of ``slug`` waits (:meth:`hold` answers it): :meth:`reached`, or
+        None when the swarm cannot be measured. That one launches, as one over a budget that cannot
+        be read does: the quota guards Redis's room, and the launch's own writes say if Redis is
+        gone."""
         try:
-            reached = await self.reached(slug=slug)
+            return await self.reached(slug=slug)
         except errors.StoreUnavailable as e:
             logger.warning("Could not measure the bytes of swarm %s; launching: %s", slug, e)
             return None
-        if reached is None:
-            return None
+
+    def hold(
+        self, *, slug: str, reached: Reached, status: Mapping[str, Any], notes: events.Collected
+    ) -> status_.Answer:
+        """The answer of an Execution of ``slug`` held back at its quota (a Warning Event, and the
+        metric, the first time it is held back)."""
         answer = status_.quota_exceeded(swarm=slug, used=reached.used, bound=reached.bound)
         if not status_.launched_reason(status, status_.QUOTA_EXCEEDED):
             notes.warning(reason=status_.QUOTA_EXCEEDED, message=answer.conditions[0]["message"])

@@ -43,6 +43,7 @@ from agentihooks_swarm.storage.keys import (
     HEARTBEATS,
     JOURNAL,
     LAUNCHED,
+    NAMESPACE,
     OUTCOMES,
     OWNERS,
     RETAINED,
@@ -63,16 +64,21 @@ _EVIDENCE: Final[dict[failover.Kind, str]] = {
     "retained": RETAINED,
     "owner": OWNERS,
 }
-#: A swarm's refusals by fingerprint (additive): the summary, when each was last seen, and the
-#: recent refusals themselves (for counts over a window); the refusal budget's state.
-
 _PIN: Final = scripts.load("pin")
 _SAVE_JOURNAL: Final = scripts.load("save_journal")
 _RETAIN: Final = scripts.load("retain")
 _RESTORE: Final = scripts.load("restore")
 _CLEAR_JOURNAL: Final = scripts.load("clear_journal")
 _CLAIM: Final = scripts.load("claim")
+_CLAIM_IN_SLUG: Final = scripts.load("claim_in_slug")
 _SWEEP: Final = scripts.load("sweep")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OtherNamespace:
+    """A claim's answer when the swarm's slug is another namespace's: nothing was claimed."""
+
+    namespace: str
 
 
 _ANSWERS: Final[tuple[failover.Answer, ...]] = (
@@ -496,6 +502,26 @@ class AsyncStore(connection.Connection):
                 self.clock(),
                 "1" if launched else "0",
             )
+        return self._claimed(raw, slug=slug, execution=execution, owner=owner)
+
+    async def claim_in_slug(
+        self, *, slug: str, namespace: str, execution: str, owner: records.Owner
+    ) -> records.Owner | OtherNamespace | None:
+        """:meth:`slugs.Slugs.claim` and :meth:`claim` in one round trip, for a launch that reads
+        nothing of the slug's between them: the name is claimed only when the slug is
+        ``namespace``'s (claimed now if nobody's); :class:`OtherNamespace` when it is not."""
+        keys = [self.key(slug, NAMESPACE), self.key(slug, OWNERS), self._index(slug)]
+        keys += [self.key(slug, name) for name in LAUNCHED]
+        with connection.translated():
+            reply = await self.redis.eval(
+                _CLAIM_IN_SLUG, len(keys), *keys, namespace, execution, records.dump(owner), self.clock(), "0"
+            )
+        found = [item.decode() if isinstance(item, bytes) else str(item) for item in reply]
+        if found[0] != namespace:
+            return OtherNamespace(namespace=found[0])
+        return self._claimed(found[1], slug=slug, execution=execution, owner=owner)
+
+    def _claimed(self, raw: Any, *, slug: str, execution: str, owner: records.Owner) -> records.Owner | None:
         if not raw:
             return None
         claimed = records.load(records.Owner, raw)

@@ -490,8 +490,7 @@ class AsyncStore(connection.Connection):
         a claim a failover lost). ``launched``: the claimant owns a worker Pod of this name, so
         records without an owner are its own and it claims them.
         """
-        keys = [self.key(slug, OWNERS), self._index(slug)]
-        keys += [self.key(slug, name) for name in LAUNCHED]
+        keys = self._claim_keys(slug)
         with connection.translated():
             raw = await self.redis.eval(
                 _CLAIM,
@@ -510,16 +509,18 @@ class AsyncStore(connection.Connection):
         """:meth:`slugs.Slugs.claim` and :meth:`claim` in one round trip, for a launch that reads
         nothing of the slug's between them: the name is claimed only when the slug is
         ``namespace``'s (claimed now if nobody's); :class:`OtherNamespace` when it is not."""
-        keys = [self.key(slug, NAMESPACE), self.key(slug, OWNERS), self._index(slug)]
-        keys += [self.key(slug, name) for name in LAUNCHED]
+        keys = [self.key(slug, NAMESPACE), *self._claim_keys(slug)]
         with connection.translated():
-            reply = await self.redis.eval(
+            slug_owner, *claimed = await self.redis.eval(
                 _CLAIM_IN_SLUG, len(keys), *keys, namespace, execution, records.dump(owner), self.clock(), "0"
             )
-        found = [item.decode() if isinstance(item, bytes) else str(item) for item in reply]
-        if found[0] != namespace:
-            return OtherNamespace(namespace=found[0])
-        return self._claimed(found[1], slug=slug, execution=execution, owner=owner)
+        if slug_owner != namespace:
+            return OtherNamespace(namespace=slug_owner)
+        return self._claimed(claimed[0], slug=slug, execution=execution, owner=owner)
+
+    def _claim_keys(self, slug: str) -> list[str]:
+        """The name claim's keys (``name_owner.lua``): owners, the index, every hash of LAUNCHED."""
+        return [self.key(slug, OWNERS), self._index(slug), *(self.key(slug, name) for name in LAUNCHED)]
 
     def _claimed(self, raw: Any, *, slug: str, execution: str, owner: records.Owner) -> records.Owner | None:
         if not raw:

@@ -8,7 +8,8 @@ their Execution (a controller reference by UID) and hold the evidence finalizer,
 collector, which now deletes them on its own whenever their Execution goes first, never takes a
 refused worker's evidence with it:
 
-* a foreground delete of the Execution (the collector deletes the Pod at once);
+* a foreground delete of the Execution (the collector deletes the Pod, or leaves it to the operator
+  when it is done with the Execution first: the Pod's owner reference does not block);
 * an Execution gone without its cleanup (its finalizer removed by hand): the orphan pass;
 * an orphaning delete (the collector strips the Pod's owner reference): the recorded Pod UID;
 * the name's claim in Redis lost (as a failover drops writes), for a deleted Execution whose status
@@ -172,11 +173,32 @@ async def _captured_in_retained(scene: Scene, *, execution: str, pod_name: str, 
     assert await _pod(scene, pod_name) is None
 
 
+async def _collector_done_with(scene: Scene, *, execution: str, pod_name: str, uid: str) -> None:
+    """The collector has acted on a foreground delete: it deleted the worker, which its evidence
+    finalizer holds, or it removed the Execution's ``foregroundDeletion`` finalizer first. The
+    worker's owner reference does not block its owner's deletion, so the collector may drop that
+    finalizer before it reads the Pod's owner; it then finds the owner still there (the operator's
+    own finalizer holds it), not waiting for dependents, and leaves the Pod to the operator."""
+
+    async def settled() -> bool:
+        found = await _pod(scene, pod_name)
+        if found is not None and found.metadata.deletion_timestamp is not None:
+            return True
+        finalizers = (await scene.get(execution))["metadata"].get("finalizers") or []
+        return "foregroundDeletion" not in finalizers
+
+    await scene.until(settled, what=f"the collector to act on {execution}'s foreground delete", timeout=120)
+    for _ in range(6):  # Either way, the worker is there, readable, until the operator captures it.
+        found = await _pod(scene, pod_name)
+        assert found is not None and found.metadata.uid == uid
+        await asyncio.sleep(0.5)
+
+
 async def test_a_foreground_delete_waits_for_the_refused_workers_capture(scene: Scene) -> None:
     execution = "foreground"
     _, pod_name, uid = await _running_worker(scene, execution=execution)
     await _delete(scene, execution, propagation="Foreground")
-    await _held(scene, pod_name, uid)  # The collector deletes it at once.
+    await _collector_done_with(scene, execution=execution, pod_name=pod_name, uid=uid)
 
     process = scene.start()
     await scene.until_gone(execution, process=process, timeout=90)

@@ -8,10 +8,11 @@ by labels alone could be a look-alike: adopted and handed another user's grant, 
 deleted by cleanup. So the operator acts only on Pods that are owned (:func:`owned`).
 
 The evidence finalizer (:data:`EVIDENCE_FINALIZER`) is in every worker Pod's create body. With a
-controller reference, the garbage collector deletes a worker Pod on its own when its Execution is
-deleted with ``propagationPolicy: Foreground``, or once the Execution is gone without its cleanup
-(a finalizer removed by hand): the finalizer keeps such a Pod readable (terminating, not gone)
-until the operator has stored its evidence and releases it.
+controller reference, the garbage collector deletes a worker Pod on its own once the Execution is
+gone without its cleanup (a finalizer removed by hand), and may when the Execution is deleted with
+``propagationPolicy: Foreground`` (the reference does not block, so the collector may be done with
+the Execution first and leave the Pod to the operator's cleanup). The finalizer keeps such a Pod
+readable (terminating, not gone) until the operator has stored its evidence and releases it.
 """
 
 from __future__ import annotations

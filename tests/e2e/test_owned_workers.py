@@ -157,6 +157,11 @@ async def _held(scene: Scene, pod_name: str, uid: str) -> None:
     # The collector acts on Executions only once its discovery (every 30 s) has found their
     # kind, which a test that runs first in a new cluster may wait for.
     await scene.until(deleting, what=f"the collector to delete {pod_name}", timeout=120)
+    await _readable(scene, pod_name, uid)
+
+
+async def _readable(scene: Scene, pod_name: str, uid: str) -> None:
+    """The worker is there, its UID the worker's, for the next few seconds."""
     for _ in range(6):
         found = await _pod(scene, pod_name)
         assert found is not None and found.metadata.uid == uid
@@ -188,10 +193,7 @@ async def _collector_done_with(scene: Scene, *, execution: str, pod_name: str, u
         return "foregroundDeletion" not in finalizers
 
     await scene.until(settled, what=f"the collector to act on {execution}'s foreground delete", timeout=120)
-    for _ in range(6):  # Either way, the worker is there, readable, until the operator captures it.
-        found = await _pod(scene, pod_name)
-        assert found is not None and found.metadata.uid == uid
-        await asyncio.sleep(0.5)
+    await _readable(scene, pod_name, uid)  # Either way, until the operator captures it.
 
 
 async def test_a_foreground_delete_waits_for_the_refused_workers_capture(scene: Scene) -> None:

@@ -10,9 +10,9 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import errors, records
+from agentihooks_swarm import records
 from agentihooks_swarm.controller import leadership
-from agentihooks_swarm.kubernetes import labels, owners
+from agentihooks_swarm.kubernetes import labels
 from agentihooks_swarm.lifecycle import cleanup, events, model
 from tests.support import pods
 from tests.support.fixtures_rig import Rig
@@ -361,31 +361,3 @@ async def test_a_look_alike_beside_the_worker_is_neither_captured_nor_deleted(ri
     [(kind, _, message)] = [n for n in notify.items if n[1] == "LookAlikePod"]
     assert kind == "Warning" and "impostor" in message and attempt.owner_uid in message
     assert looked == 1
-
-
-async def test_a_release_as_judged_is_refused_once_the_pod_changed_since_its_read(rig: Rig) -> None:
-    """Someone else deletes a worker; cleanup judged it by a read (running: nothing to capture);
-    the worker failed after that read. The release names the version it judged, so the API server
-    refuses it and the Pod stays held, to be read and judged again, instead of going uncaptured."""
-    attempt = await rig.attempt()
-    await rig.plant(attempt, phase="Running", log=None)
-    core = client.CoreV1Api(rig.api)
-    async with rig.runtime() as runtime:
-        client_ = runtime.cluster.pods
-        judged = await client_.read(namespace=rig.namespace, name=attempt.pod_name)
-        assert judged is not None
-        uid = judged["metadata"]["uid"]
-        await core.patch_namespaced_pod(
-            attempt.pod_name, rig.namespace, {"metadata": {"annotations": {"test/changed": "after the read"}}}
-        )
-        with pytest.raises(errors.PreconditionFailed, match="changed since it was judged"):
-            await client_.release(
-                namespace=rig.namespace, name=attempt.pod_name, uid=uid, found=judged, as_judged=True
-            )
-        again = await client_.read(namespace=rig.namespace, name=attempt.pod_name)
-        assert again is not None and owners.EVIDENCE_FINALIZER in again["metadata"]["finalizers"]
-        await client_.release(
-            namespace=rig.namespace, name=attempt.pod_name, uid=uid, found=again, as_judged=True
-        )
-    released = await core.read_namespaced_pod(attempt.pod_name, rig.namespace)
-    assert owners.EVIDENCE_FINALIZER not in (released.metadata.finalizers or [])

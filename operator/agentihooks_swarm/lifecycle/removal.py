@@ -65,9 +65,7 @@ class Objects(Protocol):
         self, *, namespace: str, name: str, uid: str, resource_version: str | None = None
     ) -> Object: ...
 
-    async def release(
-        self, *, namespace: str, name: str, uid: str, found: Object, as_judged: bool = False
-    ) -> None: ...
+    async def release(self, *, namespace: str, name: str, uid: str, found: Object) -> None: ...
 
     async def still_listed(self, *, namespace: str, name: str, uid: str) -> bool: ...
 
@@ -165,12 +163,7 @@ async def remove(
         if kept is not None:
             return Judged(outcome="kept", found=found, kept=kept)
         if terminating:  # Someone else deletes it; the evidence finalizer held it for this capture.
-            # Released only as judged: a worker that failed since the read is read and judged again.
-            failed = await _release(objects, target=target, holder=found, as_judged=True)
-            if isinstance(failed, errors.PreconditionFailed):
-                refused += 1
-                found = None
-                continue
+            failed = await _release(objects, target=target, holder=found)
             if failed is not None:
                 return Judged(outcome="failed", step="release", error=failed, found=found)
             return Judged(outcome="terminating", found=found)
@@ -207,18 +200,13 @@ async def _delete_as_read(objects: Objects, *, target: Target, found: Object) ->
     return Judged(outcome="deleted", found=found)
 
 
-async def _release(
-    objects: Objects, *, target: Target, holder: Object, as_judged: bool = False
-) -> errors.ApiError | None:
+async def _release(objects: Objects, *, target: Target, holder: Object) -> errors.ApiError | None:
     """Remove the evidence finalizer from ``holder`` (the object as last seen), if it has one;
-    the error when that failed (the object stays, terminating, for a later pass to release).
-    ``as_judged``: only while it is still as ``holder`` shows it (``PreconditionFailed`` if not)."""
+    the error when that failed (the object stays, terminating, for a later pass to release)."""
     if not owners.holds_evidence(holder):
         return None
     try:
-        await objects.release(
-            namespace=target.namespace, name=target.name, uid=target.uid, found=holder, as_judged=as_judged
-        )
+        await objects.release(namespace=target.namespace, name=target.name, uid=target.uid, found=holder)
     except errors.ApiError as e:
         return e
     return None

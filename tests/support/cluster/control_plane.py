@@ -536,6 +536,31 @@ def _start_control_plane(
     )
 
 
+#: The API server's audit log (in the cluster's workdir): who deleted which Pod, and when.
+AUDIT_LOG = "audit.jsonl"
+
+#: Only Pod deletes are audited, at Metadata level: a handful of lines per test, and what a finding
+#: about a Pod deleted by nobody known needs (the user, its agent and the time of each delete).
+_AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [delete, deletecollection]
+  resources:
+  - group: ""
+    resources: [pods]
+- level: None
+"""
+
+
+def _audit_policy(workdir: Path) -> Path:
+    path = workdir / "audit-policy.yaml"
+    path.write_text(_AUDIT_POLICY)
+    return path
+
+
 def _start_apiserver(plane: ControlPlane, starter: Starter, *, pki: Path, etcd_url: str, port: int) -> None:
     binary = plane.bin_dir.joinpath
     real = plane.node_kind == "real"
@@ -562,6 +587,9 @@ def _start_apiserver(plane: ControlPlane, starter: Starter, *, pki: Path, etcd_u
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
             f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+            f"--audit-policy-file={_audit_policy(plane.workdir)}",
+            f"--audit-log-path={plane.workdir / AUDIT_LOG}",
+            "--audit-log-format=json",
             "--kubelet-preferred-address-types=InternalIP",
             # On 127.0.0.1 the default reconciler would publish a loopback `kubernetes` Endpoints,
             # which validation rejects; the kwok tests need no `kubernetes` Service. The real

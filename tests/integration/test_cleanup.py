@@ -3,6 +3,7 @@ and the real Redis: capture once, log_reads, every outcome, the retained move, t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 from typing import Any, cast
@@ -10,13 +11,15 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm import records
+from agentihooks_swarm import errors, records
 from agentihooks_swarm.controller import leadership
-from agentihooks_swarm.kubernetes import labels
+from agentihooks_swarm.kubernetes import labels, owners
 from agentihooks_swarm.lifecycle import cleanup, events, model
 from tests.support import pods
 from tests.support.fixtures_rig import Rig
 from tests.support.planting import PLANTED, SLUG
+from tests.support.proxy import Delay
+from tests.support.watching import until
 
 pytestmark = pytest.mark.integration
 
@@ -361,3 +364,85 @@ async def test_a_look_alike_beside_the_worker_is_neither_captured_nor_deleted(ri
     [(kind, _, message)] = [n for n in notify.items if n[1] == "LookAlikePod"]
     assert kind == "Warning" and "impostor" in message and attempt.owner_uid in message
     assert looked == 1
+
+
+async def test_a_release_as_judged_is_refused_once_the_pod_changed_since_its_read(rig: Rig) -> None:
+    """Someone else deletes a worker; cleanup judged it by a read (running: nothing to capture);
+    the worker failed after that read. The release names the version it judged, so the API server
+    refuses it and the Pod stays held, to be read and judged again, instead of going uncaptured."""
+    attempt = await rig.attempt()
+    await rig.plant(attempt, phase="Running", log=None)
+    core = client.CoreV1Api(rig.api)
+    async with rig.runtime() as runtime:
+        client_ = runtime.cluster.pods
+        judged = await client_.read(namespace=rig.namespace, name=attempt.pod_name)
+        assert judged is not None
+        uid = judged["metadata"]["uid"]
+        await core.patch_namespaced_pod(
+            attempt.pod_name, rig.namespace, {"metadata": {"annotations": {"test/changed": "after the read"}}}
+        )
+        with pytest.raises(errors.PreconditionFailed, match="changed since it was judged"):
+            await client_.release(
+                namespace=rig.namespace, name=attempt.pod_name, uid=uid, found=judged, as_judged=True
+            )
+        again = await client_.read(namespace=rig.namespace, name=attempt.pod_name)
+        assert again is not None and owners.EVIDENCE_FINALIZER in again["metadata"]["finalizers"]
+        await client_.release(
+            namespace=rig.namespace, name=attempt.pod_name, uid=uid, found=again, as_judged=True
+        )
+    released = await core.read_namespaced_pod(attempt.pod_name, rig.namespace)
+    assert owners.EVIDENCE_FINALIZER not in (released.metadata.finalizers or [])
+
+
+async def test_a_pod_someone_else_deletes_that_fails_before_its_release_is_captured_before_it_goes(
+    rig: Rig,
+) -> None:
+    """Cleanup reads a Pod someone else deletes: running, nothing to capture. Its release is held
+    back by the proxy until the worker has failed; the API server refuses that release (it names
+    the version that was judged), and the pass reads the Pod again, captures it and then lets it go."""
+    attempt = await rig.attempt()
+    pod = await rig.plant(attempt, phase="Running")
+    core = client.CoreV1Api(rig.api)
+    await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=30)
+    held = rig.proxy.add_rule(
+        method="PATCH", path=f".*/pods/{attempt.pod_name}", action=Delay(seconds=2.0), times=1
+    )
+    async with rig.runtime(timeout=10.0) as runtime:
+        first = asyncio.create_task(rig.cleanup(runtime, attempt))
+        await until("the release sent (and held back)", lambda: held.hits or first.done())
+        # The release is on its way, for the version the pass judged (running): now the worker fails.
+        await core.patch_namespaced_pod_status(
+            attempt.pod_name,
+            rig.namespace,
+            {"status": _failed(pod, exit_code=1)},
+        )
+        with pytest.raises(cleanup.Terminating):
+            await first
+        await rig.gone(attempt)
+        await rig.cleanup(runtime, attempt)
+    [entry] = await rig.removed_pods(attempt)
+    assert (entry["uid"], entry["outcome"]) == (pod["metadata"]["uid"], "absent")
+    [container] = entry["startup"]["containers"]
+    assert container["terminated"]["exitCode"] == 1
+    assert rig.proxy.count(method="DELETE") == 0
+    # The release judged running was refused; the one after the capture went through.
+    assert rig.proxy.count(method="PATCH", path=f".*/pods/{attempt.pod_name}") == 2
+
+
+def _failed(pod: dict[str, Any], *, exit_code: int) -> dict[str, Any]:
+    """``pod``'s status once its worker container has exited ``exit_code`` (as a kubelet writes it)."""
+    status = dict(pod["status"])
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status["phase"] = "Failed"
+    status["containerStatuses"] = [
+        {
+            **c,
+            "ready": False,
+            "started": False,
+            "state": {
+                "terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": now, "finishedAt": now}
+            },
+        }
+        for c in status.get("containerStatuses") or []
+    ]
+    return status

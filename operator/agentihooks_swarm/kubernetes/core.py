@@ -92,12 +92,18 @@ class CoreClient:
             what=f"delete {self._singular} {namespace}/{name} uid={uid}",
         )
 
-    async def release(self, *, namespace: str, name: str, uid: str, found: Object) -> None:
+    async def release(
+        self, *, namespace: str, name: str, uid: str, found: Object, as_judged: bool = False
+    ) -> None:
         """Remove the operator's evidence finalizer from the object, once its evidence is stored.
 
         A JSON patch that tests the UID and the finalizer at its index in ``found`` (the object as
         last seen) before removing it, so it never removes another entry; when the list moved, it
-        reads the object once more and tries again. Gone, replaced or already released is done."""
+        reads the object once more and tries again. Gone, replaced or already released is done.
+
+        ``as_judged``: ``found`` is the state its evidence was judged by (someone else deletes it),
+        so the patch also tests its ``resourceVersion``, and a change since (a worker that failed
+        meanwhile) raises :class:`errors.PreconditionFailed` instead of releasing it unjudged."""
         for _ in range(3):
             metadata = found.get("metadata") or {}
             finalizers = metadata.get("finalizers") or []
@@ -109,6 +115,9 @@ class CoreClient:
                 {"op": "test", "path": f"/metadata/finalizers/{index}", "value": owners.EVIDENCE_FINALIZER},
                 {"op": "remove", "path": f"/metadata/finalizers/{index}"},
             ]
+            version = metadata.get("resourceVersion")
+            if as_judged and isinstance(version, str):
+                patch.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": version})
             try:
                 await self.transport.json(
                     "PATCH",
@@ -129,6 +138,12 @@ class CoreClient:
             except errors.ApiRefused as e:
                 if e.status not in (409, 422):  # Not a failed test (a 403, say): said as it is.
                     raise
+                if as_judged:
+                    raise errors.PreconditionFailed(
+                        f"release the evidence finalizer of {self._singular} {namespace}/{name}: it "
+                        "changed since it was judged",
+                        status=e.status,
+                    ) from e
                 again = await self.read(namespace=namespace, name=name)
                 if again is None:
                     return

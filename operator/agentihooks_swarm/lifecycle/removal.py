@@ -7,7 +7,9 @@ the delete too. An object that changed since its read (a Pod that failed after t
 it starting) is refused (409) instead of deleted unseen: it is read again and, still the pinned
 object, judged, captured and deleted again; after :data:`JUDGED_TRIES` refused deletes the path
 gives up for now (launch keeps the Pod for final cleanup, a cleanup pass fails and the next one
-retries).
+retries). An object someone else deletes, held by the evidence finalizer for the capture, is
+released the same way: the release tests the judged resourceVersion, so one that failed after the
+read is judged again and captured before it goes.
 
 What a path does with an object it judged its own is its :class:`Evidence` (launch: capture, then
 ``HSETNX``; cleanup: capture once, then save it with ``sent`` on the journal entry). What each
@@ -65,7 +67,9 @@ class Objects(Protocol):
         self, *, namespace: str, name: str, uid: str, resource_version: str | None = None
     ) -> Object: ...
 
-    async def release(self, *, namespace: str, name: str, uid: str, found: Object) -> None: ...
+    async def release(
+        self, *, namespace: str, name: str, uid: str, found: Object, as_judged: bool = False
+    ) -> None: ...
 
     async def still_listed(self, *, namespace: str, name: str, uid: str) -> bool: ...
 
@@ -134,6 +138,8 @@ async def remove(
     (launch: final cleanup captures it).
     """
     refused = 0
+    #: The last refusal was of this removal's own delete (not of a release as judged).
+    resend = False
     while True:
         if found is None or _uid(found) != target.uid:
             try:
@@ -147,7 +153,8 @@ async def remove(
                 return await _confirmed(objects, target=target, outcome=outcome, found=found)
             return Judged(outcome=outcome, found=found)
         if refused:
-            evidence.judging_again()
+            if resend:
+                evidence.judging_again()
             if refused == JUDGED_TRIES:
                 return Judged(outcome="changed", found=found)
         if not labels_.matches(metadata.get("labels"), target.labels):
@@ -163,7 +170,12 @@ async def remove(
         if kept is not None:
             return Judged(outcome="kept", found=found, kept=kept)
         if terminating:  # Someone else deletes it; the evidence finalizer held it for this capture.
-            failed = await _release(objects, target=target, holder=found)
+            # Released only as judged: a worker that failed since the read is read and judged
+            # again (and captured), not let go unseen.
+            failed = await _release(objects, target=target, holder=found, as_judged=True)
+            if isinstance(failed, errors.PreconditionFailed):
+                refused, resend, found = refused + 1, False, None
+                continue
             if failed is not None:
                 return Judged(outcome="failed", step="release", error=failed, found=found)
             return Judged(outcome="terminating", found=found)
@@ -171,8 +183,7 @@ async def remove(
         judged = await _delete_as_read(objects, target=target, found=found)
         if judged is not None:
             return judged
-        refused += 1
-        found = None
+        refused, resend, found = refused + 1, True, None
 
 
 async def _delete_as_read(objects: Objects, *, target: Target, found: Object) -> Judged[Any] | None:
@@ -200,13 +211,18 @@ async def _delete_as_read(objects: Objects, *, target: Target, found: Object) ->
     return Judged(outcome="deleted", found=found)
 
 
-async def _release(objects: Objects, *, target: Target, holder: Object) -> errors.ApiError | None:
+async def _release(
+    objects: Objects, *, target: Target, holder: Object, as_judged: bool = False
+) -> errors.ApiError | None:
     """Remove the evidence finalizer from ``holder`` (the object as last seen), if it has one;
-    the error when that failed (the object stays, terminating, for a later pass to release)."""
+    the error when that failed (the object stays, terminating, for a later pass to release).
+    ``as_judged``: only while it is still as ``holder`` shows it (``PreconditionFailed`` if not)."""
     if not owners.holds_evidence(holder):
         return None
     try:
-        await objects.release(namespace=target.namespace, name=target.name, uid=target.uid, found=holder)
+        await objects.release(
+            namespace=target.namespace, name=target.name, uid=target.uid, found=holder, as_judged=as_judged
+        )
     except errors.ApiError as e:
         return e
     return None

@@ -17,7 +17,7 @@ import redis
 
 from tests.bench import kube
 from tests.soak import plan as plan_
-from tests.soak.checker import rules
+from tests.soak.checker import audit, rules
 from tests.soak.checker.model import CONVERGED, Restore
 from tests.soak.checker.observe import ExecutionObserver, PodObserver, Prober, restores_logged, sample
 from tests.soak.checker.records import DEFAULT_PREFIX, Agreement, Stored, read_all, read_commands_agree
@@ -25,6 +25,7 @@ from tests.soak.faults import Injector, Ledger
 from tests.soak.report import Report
 from tests.soak.rig import NAMESPACE, Rig
 from tests.soak.workload import Tally, Workload
+from tests.support.cluster.control_plane import AUDIT_LOG
 
 REPO: Final = Path(__file__).resolve().parents[2]
 #: How often the operators' memory and /metrics are read.
@@ -290,7 +291,13 @@ def _judge(rig: Rig, options: Options, *, seen: _Seen, restores: Sequence[Restor
     )
     verdicts.extend(rules.judge_deletes(pods, executions=executions, losses=losses))
     verdicts.extend(
-        rules.judge_leftovers(pods, stored.journal, planted=workload.planted, executions=executions)
+        rules.judge_leftovers(
+            pods,
+            stored.journal,
+            planted=workload.planted,
+            executions=executions,
+            deletes=audit.pod_deletes(rig.plane.workdir / AUDIT_LOG) if rig.plane is not None else {},
+        )
     )
     verdicts.extend(rules.judge_convergence(executions, faults_end=seen.calm, bound=options.bound))
     verdicts.extend(rules.judge_operators(rig.lives(), rss_bound_mib=options.rss_bound_mib))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.soak import plan
-from tests.soak.checker import model, observe, rules
+from tests.soak.checker import audit, model, observe, rules
 from tests.soak.checker.model import Capture, ExecutionHistory, Forgotten, PodHistory, Restore
 from tests.soak.faults import Alone, Injected, Ledger
 from tests.soak.redis_set import Gate
@@ -158,6 +158,42 @@ def test_a_pod_held_by_the_evidence_finalizer_at_the_end_is_a_leak() -> None:
     assert model.EVIDENCE_FINALIZER in leak.findings[0].detail and "terminating" in leak.findings[0].detail
     assert _findings(judged({"u1": "e1"})) == [(4, "violated")]  # Planted, and its Execution taken on.
     assert _findings(judged({"u1": "e2"})) == [(4, "unchecked")]  # Deleted before the operator saw it.
+
+
+def test_a_held_pods_finding_names_the_audited_deletes_of_its_name(tmp_path: Path) -> None:
+    """Who deleted a Pod left held: the API server's audit log, read at the end, names each delete
+    of its name (kwok deletes by name, so its late deletes reach the next Pod of that name)."""
+    log = tmp_path / "audit.jsonl"
+    held = _pod("u1", first_seen=1.0, deleting_at=2.0, gone=False)
+    held.finalizers = (model.EVIDENCE_FINALIZER,)
+
+    def delete(agent: str, code: int, at: str, name: str = "") -> str:
+        ref = {"resource": "pods", "namespace": "soak", "name": name or held.name}
+        return json.dumps(
+            {
+                "verb": "delete",
+                "objectRef": ref,
+                "userAgent": f"{agent}/v1 (linux/amd64)",
+                "responseStatus": {"code": code},
+                "requestReceivedTimestamp": f"2026-12-06T{at}Z",
+            }
+        )
+
+    lines = [delete("OpenAPI-Generator", 200, "12:01:55.116276"), delete("kwok", 404, "12:01:59.327771")]
+    lines += [delete("kwok", 200, "12:02:07.239760"), delete("kwok", 200, "12:02:08.000000", name="other")]
+    log.write_text("\n".join([*lines, '{"cut short']), encoding="utf-8")
+    deletes = audit.pod_deletes(log)
+    assert deletes[held.name] == [
+        "OpenAPI-Generator 200 at 12:01:55.116",
+        "kwok 404 at 12:01:59.327",
+        "kwok 200 at 12:02:07.239",
+    ]
+    [finding] = rules.judge_leftovers({"u1": held}, [], deletes=deletes).findings
+    assert finding.detail.endswith(
+        "; deletes of its name (audit log): OpenAPI-Generator 200 at 12:01:55.116, "
+        "kwok 404 at 12:01:59.327, kwok 200 at 12:02:07.239"
+    )
+    assert audit.pod_deletes(tmp_path / "none.jsonl") == {}
 
 
 def test_the_pods_of_a_forgotten_life_are_the_ones_seen_before_the_forget() -> None:

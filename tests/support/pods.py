@@ -46,7 +46,10 @@ this at once (the operator sets the field only once the startup deadline has pas
 
 Terminated states carry ``exitCode``, ``reason``, ``message`` (when set), ``startedAt``,
 ``finishedAt`` and ``containerID`` (``kwok://<pod uid>-<container>``). Deleting a Pod works as
-with a kubelet: kwok confirms the deletion (grace 0) as soon as ``deletionTimestamp`` is set.
+with a kubelet, except that its containers are not stopped (a running Pod stays ``Running``, as on
+a node that no longer answers): kwok confirms the deletion (grace 0) once ``deletionTimestamp`` is
+set and no finalizer holds the Pod. kwok deletes by name, where a kubelet names the UID; deleting
+only then keeps its deletes from reaching the next Pod of the same name.
 
 Planted logs
 ------------

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from tests.soak.checker import audit
 from tests.soak.checker.model import (
     EVIDENCE_FINALIZER,
     Capture,
@@ -317,8 +318,10 @@ def judge_leftovers(
     *,
     planted: Mapping[str, str] | None = None,
     executions: Mapping[str, ExecutionHistory] | None = None,
+    deletes: Mapping[str, list[str]] | None = None,
 ) -> Verdicts:
-    """Rule 4: Pods not gone at the end, and journal entries left.
+    """Rule 4: Pods not gone at the end, and journal entries left. ``deletes``: the audited
+    deletes of each Pod name (:func:`audit.pod_deletes`), said with a held Pod's finding.
 
     ``planted``: Pods the soak created itself (an adoptable worker Pod, as a launch that crashed
     leaves one), by UID, with the UID of the Execution it was planted for. One left because that
@@ -329,7 +332,7 @@ def judge_leftovers(
     owner is gone, and no operator launch could have left it, so none was to release it).
     """
     verdicts = Verdicts()
-    planted, executions = planted or {}, executions or {}
+    planted, executions, deletes = planted or {}, executions or {}, deletes or {}
     reused = _reused_names(executions)
     for pod in pods.values():
         if pod.gone:
@@ -351,7 +354,8 @@ def judge_leftovers(
                 _pod(pod),
                 f"left at the end ({_brief(pod)}), being deleted and held by the evidence finalizer "
                 f"{EVIDENCE_FINALIZER}: nobody took its evidence and released it{_timing(pod, reused)}"
-                + _execution(executions, pod),
+                + _execution(executions, pod)
+                + audit.describe(deletes.get(pod.name, [])),
             )
         elif pod.uid in planted and untouched:
             verdicts.unchecked(

@@ -322,3 +322,44 @@ async def test_a_worker_not_started_is_judged_from_the_watch_until_its_startup_d
         assert body.spec.active_deadline_seconds is not None
     tracked = await _tracked(rig, name)
     assert tracked.status.get("reason") == attempts.STARTUP_DEADLINE, tracked.status
+
+
+async def test_a_launch_does_not_hand_its_grant_to_a_pod_the_lagging_watch_still_shows_alive(
+    rig: Rig,
+) -> None:
+    """An earlier pass made the attempt's Pod and had it deleted (its launch removal) but recorded
+    neither; the watch, lagging, still shows the Pod alive. Adopted as watched, it would get its
+    grant on its way out and its Execution would wait for a worker being stopped. The launch reads
+    it live first: being deleted, it is released (nothing refused to capture) and made anew later."""
+    name = "behind"
+    await _running(rig, name)
+    attempt = await rig.attempt(execution=name)
+    old = await rig.plant(attempt, phase="Running")
+    async with watched_runtime(rig) as found:
+        await watching.until(
+            "the watch to see the planted Pod",
+            lambda: found.table.seen(namespace=rig.namespace, name=attempt.pod_name).pod is not None,
+        )
+        before = rig.proxy.count(method="GET", path=_pods_path(rig), query=WATCH_QUERY)
+        rig.proxy.delay(seconds=30, method="GET", path=_pods_path(rig), query=WATCH_QUERY, times=None)
+        await rig.proxy.wait_for_count(
+            at_least=before + 1, timeout=10, method="GET", path=_pods_path(rig), query=WATCH_QUERY
+        )
+        await client.CoreV1Api(rig.api).delete_namespaced_pod(attempt.pod_name, rig.namespace)
+        seen = found.table.seen(namespace=rig.namespace, name=attempt.pod_name).pod
+        assert seen is not None and not seen.deleting  # The watch has not seen the delete.
+        first = await rig.steps(found.runtime).step(await _tracked(rig, name))
+        assert first.retry_after is not None and not first.settled
+        status = (await watching.execution(rig.api, namespace=rig.namespace, name=name))["status"]
+        assert "hand" not in status, status  # No grant was handed to the Pod on its way out.
+        await rig.gone(attempt)
+        grant = labels.grant_name(execution=name, generation=attempt.generation)
+        with pytest.raises(client.ApiException) as missing:
+            await client.CoreV1Api(rig.api).read_namespaced_config_map(grant, rig.namespace)
+        assert missing.value.status == 404
+        steps = rig.steps(found.runtime)
+        await steps.step(await _tracked(rig, name))  # Made anew, and handed.
+        after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
+        assert after["status"]["hand"]["handed"] is True
+        assert after["status"]["hand"]["podUid"] != old["metadata"]["uid"]
+        await _cancel_and_clean_up(rig, steps, name)

@@ -23,6 +23,9 @@ from agentihooks_swarm.storage import keys, operations
 UNSCHEDULABLE = "Unschedulable"
 #: The reason while the kubelet is failing a Pod past its startup deadline.
 STARTUP_DEADLINE = "StartupDeadlineExceeded"
+#: The reason of an attempt ended because someone else deleted its worker Pod and no kubelet
+#: stopped it (:func:`finals.stopping`).
+WORKER_POD_DELETED = "WorkerPodDeleted"
 
 #: What a pass waits for while the worker runs (the launch writes it with the hand).
 WORKER_RUNNING = "the worker to finish"
@@ -154,21 +157,13 @@ async def _become_final(
     if pod is not None:
         seen[hand.pod] = pod
     state = finals.final_state(hand=hand, pod=pod, cancelled=cancelled, outcome=stored.outcome)
-    reason: str | None = None
-    evidence: records.StartupCapture | None = None
-    late: finals.Overdue | None = None
+    ending = _Ending(state=state)
     if state is None and pod is not None:
-        late = finals.overdue(pod, default=runtime.startup_deadline_seconds, at=finals.now())
-        if late is not None and late.scheduled:
-            return await _fail_by_kubelet(
-                runtime=runtime, guard=guard, attempt=attempt, pod=pod, late=late, notify=notify
-            )
-        if late is not None:
-            state, reason = records.FinalState.FAILED, UNSCHEDULABLE
-            evidence = await diagnostics.evidence(pod, runtime.cluster.pods)
-            if runtime.store_redactor is not None:  # AGENTIHOOKS_SWARM_STORE_REDACTED
-                evidence = redaction.capture(evidence, redactor=runtime.store_redactor)
-    if state is None:
+        judged = await _unended(runtime=runtime, guard=guard, attempt=attempt, pod=pod, notify=notify)
+        if isinstance(judged, Progress):
+            return judged
+        ending = judged
+    if ending.state is None:
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         return Progress(
             phase=Phase.of_pod(pod_phase),
@@ -176,6 +171,7 @@ async def _become_final(
             # Not before every container started: a startup deadline may still need a step.
             waits_for_pod=pod is not None and finals.started(pod),
         )
+    state, reason, evidence, late = ending.state, ending.reason, ending.evidence, ending.late
     heartbeat = stored.heartbeat
     guard.check(before="recording the final record")
     final = await store.record_final(
@@ -193,12 +189,79 @@ async def _become_final(
     )
     if evidence is not None and late is not None and final.evidence is evidence:  # Ours was stored.
         _unschedulable(runtime=runtime, attempt=attempt, evidence=evidence, late=late, notify=notify)
+    if reason == WORKER_POD_DELETED and final.evidence is evidence:
+        _deleted_unstopped(attempt=attempt, notify=notify)
     notify.normal(
         reason="AttemptFinal",
         message=f"Attempt {attempt.generation} is final: {final.state}"
         + (f" ({final.reason})." if final.reason else "."),
     )
     return final
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Ending:
+    """How an attempt ends: its final state (None: not yet), and why, when its Pod says so."""
+
+    state: records.FinalState | None
+    reason: str | None = None
+    evidence: records.StartupCapture | None = None
+    late: finals.Overdue | None = None
+
+
+async def _unended(
+    *,
+    runtime: model.Runtime,
+    guard: model.Guard,
+    attempt: model.Attempt,
+    pod: dict[str, Any],
+    notify: events.Events,
+) -> _Ending | Progress:
+    """A handed worker whose Pod has not ended: what its deletion by someone else
+    (:func:`finals.stopping`) or its startup deadline (:func:`finals.overdue`) makes of it."""
+    left = finals.stopping(pod, at=finals.now())
+    if left is not None and left > 0:  # Its kubelet is stopping it: the Pod ends Failed or Succeeded.
+        return Progress(
+            phase=Phase.of_pod((pod.get("status") or {}).get("phase")),
+            waiting_for="the kubelet to stop the worker pod someone else deleted",
+            retry_after=left + 1.0,
+        )
+    if left is not None:
+        return _Ending(
+            state=records.FinalState.FAILED,
+            reason=WORKER_POD_DELETED,
+            evidence=await _evidence(runtime, pod),
+        )
+    late = finals.overdue(pod, default=runtime.startup_deadline_seconds, at=finals.now())
+    if late is not None and late.scheduled:
+        return await _fail_by_kubelet(
+            runtime=runtime, guard=guard, attempt=attempt, pod=pod, late=late, notify=notify
+        )
+    if late is not None:
+        return _Ending(
+            state=records.FinalState.FAILED,
+            reason=UNSCHEDULABLE,
+            evidence=await _evidence(runtime, pod),
+            late=late,
+        )
+    return _Ending(state=None)
+
+
+async def _evidence(runtime: model.Runtime, pod: dict[str, Any]) -> records.StartupCapture:
+    """The final record's evidence of a Pod that is not refused (no logs), redacted as stored."""
+    evidence = await diagnostics.evidence(pod, runtime.cluster.pods)
+    if runtime.store_redactor is not None:  # AGENTIHOOKS_SWARM_STORE_REDACTED
+        evidence = redaction.capture(evidence, redactor=runtime.store_redactor)
+    return evidence
+
+
+def _deleted_unstopped(*, attempt: model.Attempt, notify: events.Events) -> None:
+    notify.warning(
+        reason=WORKER_POD_DELETED,
+        message=f"Worker pod {attempt.pod_name} was deleted, not by this operator, and its kubelet has "
+        f"not stopped it {finals.STOP_OVERDUE_AFTER:g}s after its grace period ended (its node may not "
+        "answer); the attempt ends failed, and the pod is released once cleanup has judged it.",
+    )
 
 
 def _removed_at_launch(hand: records.HandResult) -> frozenset[str]:

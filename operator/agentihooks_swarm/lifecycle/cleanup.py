@@ -57,7 +57,7 @@ class PassFailed(errors.SwarmError):
 
 #: How long past its grace period an object that someone else deletes may take to go before the
 #: wait for it is reported as a stopped step (a finalizer, or a node that does not answer).
-OVERDUE_AFTER: Final = 10.0
+OVERDUE_AFTER: Final = finals.STOP_OVERDUE_AFTER
 
 
 class Terminating(PassFailed):

@@ -9,6 +9,12 @@ A worker Pod whose containers have not all started within its startup deadline i
 :func:`overdue`: a scheduled one gets ``activeDeadlineSeconds`` so its kubelet fails it
 (``DeadlineExceeded``) and it becomes final the Kubernetes way; one that was never scheduled has
 no kubelet to fail it, so its attempt ends ``failed`` with the reason ``Unschedulable``.
+
+A handed worker's Pod that someone else deletes (a user, an eviction) is stopped by its kubelet,
+which then reports it ``Failed`` or ``Succeeded``, and it becomes final the usual way. One that is
+still neither :data:`STOP_OVERDUE_AFTER` seconds after its grace period ended has no kubelet that
+answers (a lost node): its attempt ends ``failed`` with the reason ``WorkerPodDeleted``
+(:func:`stopping`), so that its Execution does not wait for good on a Pod that is on its way out.
 """
 
 from __future__ import annotations
@@ -16,10 +22,34 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-from typing import Any
+from typing import Any, Final
 
 from agentihooks_swarm import records
 from agentihooks_swarm.kubernetes import labels
+
+#: Seconds past the end of a deleted Pod's grace period after which a kubelet that has not
+#: stopped it is taken not to answer. No setting.
+STOP_OVERDUE_AFTER: Final = 10.0
+
+
+def stopping(pod: dict[str, Any], *, at: datetime.datetime) -> float | None:
+    """For a Pod being deleted that has not ended (Pending, Running, or Unknown: its node lost):
+    the seconds until its kubelet is overdue to stop it (0 or less: overdue, see the module
+    docstring); None for a Pod not being deleted or ended already. An unreadable deletion time
+    counts as overdue."""
+    metadata = _mapping(pod.get("metadata"))
+    deleting = metadata.get("deletionTimestamp")
+    if not deleting or _mapping(pod.get("status")).get("phase") not in (
+        None,
+        "Pending",
+        "Running",
+        "Unknown",
+    ):
+        return None
+    ends = _parse(deleting)
+    if ends is None:
+        return 0.0
+    return STOP_OVERDUE_AFTER - (at - ends).total_seconds()
 
 
 def now() -> datetime.datetime:

@@ -69,12 +69,17 @@ async def ensure_pod(
     startup_deadline_seconds: int = 600,
     credential: str | None = None,
     workers: watched.WorkerWatch | None = None,
+    confirm: bool = False,
 ) -> dict[str, Any]:
     """Create the attempt's worker Pod, or adopt it if an earlier pass created it.
 
     An owned Pod of that name that the worker Pods' watch (``workers``) has seen, not being
-    deleted, is adopted as the watch saw it, without a request (:mod:`.watched` says why a stale
-    view is harmless here); any other is judged from a live read after the create.
+    deleted, is adopted as the watch saw it, without the create that would answer 409: with
+    ``confirm`` (the launch will hand it its grant) after one live read of it, else without a
+    request (launch removal's own re-read judges it; :mod:`.watched` says why a stale view is
+    harmless there). An earlier pass may have deleted the Pod and stopped before recording it
+    (its launch removal), and a watch that lags still shows it alive: a grant is never handed to
+    a Pod on its way out. Any other Pod is judged from a live read after the create.
 
     A 400 or 422 is the API server refusing the Pod the worker template builds: that raises
     :class:`~agentihooks_swarm.errors.SpecRejected`, which no retry can fix.
@@ -82,11 +87,16 @@ async def ensure_pod(
     seen = workers.seen(namespace=attempt.namespace, name=attempt.pod_name) if workers else watched.UNKNOWN
     if seen.pod is not None and not seen.pod.deleting:
         known = seen.pod.as_object()
-        if is_ours(known, attempt=attempt):
+        if is_ours(known, attempt=attempt) and not confirm:
             logger.info(
                 "Adopted the existing worker pod %s/%s (as watched).", attempt.namespace, attempt.pod_name
             )
             return known
+        if is_ours(known, attempt=attempt):
+            live = await pods.read(namespace=attempt.namespace, name=attempt.pod_name)
+            if live is not None:
+                return _adopted(live, attempt=attempt)
+            # Gone since the watch saw it (the watch lags): made anew below.
     body = pod_template.pod_body(
         attempt=attempt,
         worker=worker,
@@ -106,6 +116,12 @@ async def ensure_pod(
     existing = await pods.read(namespace=attempt.namespace, name=attempt.pod_name)
     if existing is None:  # Deleted between our create and read: try once more next pass.
         raise errors.ApiUnavailable(f"pod {attempt.pod_name} existed and vanished; will retry")
+    return _adopted(existing, attempt=attempt)
+
+
+def _adopted(existing: dict[str, Any], *, attempt: model.Attempt) -> dict[str, Any]:
+    """``existing`` (the Pod under the worker's name, read live) if it is the attempt's own and
+    not being deleted; else why not (raised, see :func:`ensure_pod`)."""
     if attempt.owns(existing) and (existing.get("metadata") or {}).get("deletionTimestamp"):
         raise OwnPodTerminating(
             f"pod {attempt.namespace}/{attempt.pod_name} is being deleted by someone else", pod=existing
@@ -515,6 +531,8 @@ async def launch(
             startup_deadline_seconds=runtime.startup_deadline_seconds,
             credential=credential,
             workers=runtime.workers,
+            # The hand gives the Pod its grant only for a project the Swarm registers.
+            confirm=execution.project in swarm.registration.projects,
         )
     except OwnPodTerminating as e:
         # Its evidence finalizer holds it: capture it (a refusal's capture is stored, as launch

@@ -177,6 +177,8 @@ class Progress:
     #: The worker has started and runs: only a change of its Pod (or an outcome it writes to Redis)
     #: moves the attempt on, so the step may wait for the Pod watch instead of the next resync.
     waits_for_pod: bool = False
+    #: The next step is wanted in this many seconds, not at the next resync (None: no hurry).
+    retry_after: float | None = None
 
     @property
     def done(self) -> bool:

@@ -322,6 +322,8 @@ class Lifecycle:
         status_.progress(work.patch, work.view, progress)
         status_.synced_again(work.patch, work.view)
         work.waits_for_pod = progress.waits_for_pod
+        if progress.retry_after is not None:
+            work.retry_after = progress.retry_after
         if progress.done:
             work.settled = True
             work.release = True

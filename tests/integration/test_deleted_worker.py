@@ -14,40 +14,30 @@ import time
 import pytest
 from kubernetes_asyncio import client
 
-from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import owners
-from agentihooks_swarm.lifecycle import attempts, finals, model
-from tests.support import builders, pods, watching
+from agentihooks_swarm.lifecycle import attempts, finals
+from tests.support import pods, watching
 from tests.support.fixtures_rig import Rig
-from tests.support.planting import SLUG
 
 pytestmark = pytest.mark.integration
-
-
-async def _tracked(rig: Rig, name: str) -> model.Tracked:
-    found = executions.track(await watching.execution(rig.api, namespace=rig.namespace, name=name))
-    assert found is not None
-    return found
 
 
 async def test_a_worker_pod_someone_deletes_that_never_stops_ends_its_attempt_failed_and_goes(
     rig: Rig,
 ) -> None:
     name = "deleted"
-    runs = pods.protocol_annotations(phase="Running", run_for="10m")
-    await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace, annotations=runs))
-    await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
+    await rig.running_execution(name)
     attempt = await rig.attempt(execution=name)
     core = client.CoreV1Api(rig.api)
     async with rig.runtime() as runtime:
         steps = rig.steps(runtime)
-        launched = await steps.step(await _tracked(rig, name))
+        launched = await steps.step(await rig.tracked(name))
         assert not launched.settled
         await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=attempt.pod_name, phase="Running")
         await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=0)
         deleted_at = time.monotonic()
 
-        waiting = await steps.step(await _tracked(rig, name))
+        waiting = await steps.step(await rig.tracked(name))
         status = (await watching.execution(rig.api, namespace=rig.namespace, name=name))["status"]
         assert status["phase"] == "Running"
         assert status["waitingFor"] == "the kubelet to stop the worker pod someone else deleted"
@@ -58,7 +48,7 @@ async def test_a_worker_pod_someone_deletes_that_never_stops_ends_its_attempt_fa
 
         await asyncio.sleep(max(deleted_at + finals.STOP_OVERDUE_AFTER + 1 - time.monotonic(), 0))
         for _ in range(5):  # Final, then cleanup releases it; one more step finds it gone.
-            done = await steps.step(await _tracked(rig, name))
+            done = await steps.step(await rig.tracked(name))
             if done.settled:
                 break
             await asyncio.sleep(1)

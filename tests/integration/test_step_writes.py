@@ -9,21 +9,14 @@ from typing import Any
 
 import pytest
 
-from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes.labels import FINALIZER
-from agentihooks_swarm.lifecycle import model, work
+from agentihooks_swarm.lifecycle import work
 from tests.support import builders, pods, watching
 from tests.support.fixtures_rig import Rig
 from tests.support.planting import SLUG
 from tests.support.proxy import Call
 
 pytestmark = pytest.mark.integration
-
-
-async def _tracked(rig: Rig, name: str) -> model.Tracked:
-    found = executions.track(await watching.execution(rig.api, namespace=rig.namespace, name=name))
-    assert found is not None
-    return found
 
 
 def _writes(calls: list[Call], *, name: str) -> list[tuple[str, str]]:
@@ -48,7 +41,7 @@ async def test_a_refused_launch_captured_and_removed_in_its_step_has_no_finalize
     await rig.plant(attempt, exit_code=78, reason="Error")  # Adopted: the launch finds it refused.
     rig.proxy.reset_counts()
     async with rig.runtime() as runtime:
-        done = await rig.steps(runtime).step(await _tracked(rig, name))
+        done = await rig.steps(runtime).step(await rig.tracked(name))
     assert done.settled
     after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
     assert after["status"]["phase"] == "Done"
@@ -69,7 +62,7 @@ async def test_a_worker_that_outlives_its_launch_step_has_the_finalizer_before_t
     await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
     rig.proxy.reset_counts()
     async with rig.runtime() as runtime:
-        done = await rig.steps(runtime).step(await _tracked(rig, name))
+        done = await rig.steps(runtime).step(await rig.tracked(name))
     assert not done.settled
     after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
     assert after["metadata"]["finalizers"] == [FINALIZER]
@@ -89,13 +82,13 @@ async def test_a_finalizer_the_api_server_refused_is_put_on_by_the_next_step(rig
     refused = rig.fault("503", method="PATCH", path=rf".*/executions/{name}$", times=1)
     async with rig.runtime() as runtime:
         steps = rig.steps(runtime)
-        first = await steps.step(await _tracked(rig, name))
+        first = await steps.step(await rig.tracked(name))
         assert refused.hits == 1
         launched = await watching.execution(rig.api, namespace=rig.namespace, name=name)
         assert not launched["metadata"].get("finalizers")  # Not yet; the status says it launched.
         assert launched["status"]["hand"]["handed"] is True
         assert first.retry_after == work.LAUNCH_RETRY
-        await steps.step(await _tracked(rig, name))
+        await steps.step(await rig.tracked(name))
     after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
     assert after["metadata"]["finalizers"] == [FINALIZER]
     await _release(rig, name, after)

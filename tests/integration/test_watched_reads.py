@@ -71,12 +71,6 @@ async def watched_runtime(rig: Rig) -> AsyncIterator[Watched]:
                 await task
 
 
-async def _tracked(rig: Rig, name: str) -> model.Tracked:
-    found = executions.track(await watching.execution(rig.api, namespace=rig.namespace, name=name))
-    assert found is not None
-    return found
-
-
 def _pods_path(rig: Rig) -> str:
     return rf"/api/v1/namespaces/{rig.namespace}/pods$"
 
@@ -105,22 +99,12 @@ def _attempt_lists(rig: Rig) -> int:
     )
 
 
-async def _running(rig: Rig, name: str, *, terminal_port: int | None = None) -> None:
-    """A Swarm whose workers kwok runs for ten minutes, and Execution ``name`` of it."""
-    runs = pods.protocol_annotations(phase="Running", run_for="10m")
-    await watching.create(
-        rig.api,
-        builders.swarm(name=SLUG, namespace=rig.namespace, annotations=runs, terminal_port=terminal_port),
-    )
-    await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
-
-
 async def _cancel_and_clean_up(rig: Rig, steps: Any, name: str) -> dict[str, Any]:
     """Cancel Execution ``name`` and step it: its cleanup's retained record."""
     await watching.merge_patch(
         rig.api, namespace=rig.namespace, plural="executions", name=name, body={"spec": {"cancel": True}}
     )
-    done = await steps.step(await _tracked(rig, name))
+    done = await steps.step(await rig.tracked(name))
     assert done.settled, done
     return await cleanup_passes.retained_of(rig.store, await rig.attempt(execution=name))
 
@@ -139,7 +123,7 @@ async def test_a_refused_launch_adopts_the_watched_pod_and_lists_nothing(rig: Ri
             lambda: found.table.seen(namespace=rig.namespace, name=attempt.pod_name).pod is not None,
         )
         rig.proxy.reset_counts()
-        done = await rig.steps(found.runtime).step(await _tracked(rig, name))
+        done = await rig.steps(found.runtime).step(await rig.tracked(name))
     assert done.settled
     pod = f"/api/v1/namespaces/{rig.namespace}/pods/{attempt.pod_name}"
     asked = [(c.method, c.path) for c in rig.proxy.calls() if "/pods" in c.path and "watch=" not in c.query]
@@ -166,7 +150,7 @@ async def test_a_large_spec_is_read_at_its_launch(rig: Rig) -> None:
     await watching.create(
         rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG, task=task)
     )
-    tracked = await _tracked(rig, name)
+    tracked = await rig.tracked(name)
     assert tracked.spec is None
     async with watched_runtime(rig) as found:
         rig.proxy.reset_counts()
@@ -181,7 +165,7 @@ async def test_a_large_spec_is_read_at_its_launch(rig: Rig) -> None:
 
 async def test_a_pod_the_lagging_watch_has_not_seen_is_pinned_captured_and_removed(rig: Rig) -> None:
     name = "lagging"
-    await _running(rig, name)
+    await rig.running_execution(name)
     async with watched_runtime(rig) as found:
         before = rig.proxy.count(method="GET", path=_pods_path(rig), query=WATCH_QUERY)
         # Every later watch request waits 30 s upstream: the watch stays "in sync" but sees nothing.
@@ -191,7 +175,7 @@ async def test_a_pod_the_lagging_watch_has_not_seen_is_pinned_captured_and_remov
         )
         steps = rig.steps(found.runtime)
         worker = labels.worker_pod_name(execution=name, generation=1)
-        await steps.step(await _tracked(rig, name))  # The launch creates the worker.
+        await steps.step(await rig.tracked(name))  # The launch creates the worker.
         await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=worker, phase="Running")
         assert found.watch.synced
         assert found.table.seen(namespace=rig.namespace, name=worker) == watched.Seen(known=True, pod=None)
@@ -208,11 +192,11 @@ async def test_a_pod_the_lagging_watch_has_not_seen_is_pinned_captured_and_remov
 @pytest.mark.parametrize("fault", ["410", "500"])
 async def test_a_watch_listing_again_answers_nothing_and_the_step_lists_itself(rig: Rig, fault: str) -> None:
     name = f"relist-{fault}"
-    await _running(rig, name)
+    await rig.running_execution(name)
     async with watched_runtime(rig) as found:
         steps = rig.steps(found.runtime)
         worker = labels.worker_pod_name(execution=name, generation=1)
-        await steps.step(await _tracked(rig, name))
+        await steps.step(await rig.tracked(name))
         await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=worker, phase="Running")
         await watching.until(
             "the watch to see the worker", lambda: found.table.seen(namespace=rig.namespace, name=worker).pod
@@ -240,13 +224,13 @@ async def test_cleanup_looks_for_services_only_where_the_launch_made_one(
     lists no Services; with one, the Service is pinned and removed, though the Swarm lost its port
     since (the launch's template decides, not today's)."""
     name = "terminal" if terminal_port else "plain"
-    await _running(rig, name, terminal_port=terminal_port)
+    await rig.running_execution(name, terminal_port=terminal_port)
     async with watched_runtime(rig) as found:
         steps = rig.steps(found.runtime)
         worker = labels.worker_pod_name(execution=name, generation=1)
-        await steps.step(await _tracked(rig, name))
+        await steps.step(await rig.tracked(name))
         await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=worker, phase="Running")
-        tracked = await _tracked(rig, name)
+        tracked = await rig.tracked(name)
         assert tracked.status["hand"]["terminal"] is (terminal_port is not None)
         core = client.CoreV1Api(rig.api)
         service = labels.terminal_name(execution=name, generation=1)
@@ -297,12 +281,12 @@ async def test_a_worker_not_started_is_judged_from_the_watch_until_its_startup_d
 
     async with watched_runtime(rig) as found:
         steps = rig.steps(found.runtime)
-        await steps.step(await _tracked(rig, name))  # The launch creates the worker.
+        await steps.step(await rig.tracked(name))  # The launch creates the worker.
         await watching.until("the watch to see the worker's container waiting", waiting)
         seen = found.table.seen(namespace=rig.namespace, name=worker).pod
         assert seen is not None and seen.deadline == str(deadline) and seen.created
         rig.proxy.reset_counts()
-        early = await steps.step(await _tracked(rig, name))
+        early = await steps.step(await rig.tracked(name))
         assert not early.settled
         assert _pod_reads(rig, worker) == 0
         await watching.until(
@@ -315,12 +299,12 @@ async def test_a_worker_not_started_is_judged_from_the_watch_until_its_startup_d
             timeout=deadline + 10,
         )
         rig.proxy.reset_counts()
-        late = await steps.step(await _tracked(rig, name))
+        late = await steps.step(await rig.tracked(name))
         assert not late.settled
         assert _pod_reads(rig, worker) == 1
         body = await client.CoreV1Api(rig.api).read_namespaced_pod(worker, rig.namespace)
         assert body.spec.active_deadline_seconds is not None
-    tracked = await _tracked(rig, name)
+    tracked = await rig.tracked(name)
     assert tracked.status.get("reason") == attempts.STARTUP_DEADLINE, tracked.status
 
 
@@ -332,7 +316,7 @@ async def test_a_launch_does_not_hand_its_grant_to_a_pod_the_lagging_watch_still
     grant on its way out and its Execution would wait for a worker being stopped. The launch reads
     it live first: being deleted, it is released (nothing refused to capture) and made anew later."""
     name = "behind"
-    await _running(rig, name)
+    await rig.running_execution(name)
     attempt = await rig.attempt(execution=name)
     old = await rig.plant(attempt, phase="Running")
     async with watched_runtime(rig) as found:
@@ -348,7 +332,7 @@ async def test_a_launch_does_not_hand_its_grant_to_a_pod_the_lagging_watch_still
         await client.CoreV1Api(rig.api).delete_namespaced_pod(attempt.pod_name, rig.namespace)
         seen = found.table.seen(namespace=rig.namespace, name=attempt.pod_name).pod
         assert seen is not None and not seen.deleting  # The watch has not seen the delete.
-        first = await rig.steps(found.runtime).step(await _tracked(rig, name))
+        first = await rig.steps(found.runtime).step(await rig.tracked(name))
         assert first.retry_after is not None and not first.settled
         status = (await watching.execution(rig.api, namespace=rig.namespace, name=name))["status"]
         assert "hand" not in status, status  # No grant was handed to the Pod on its way out.
@@ -358,7 +342,7 @@ async def test_a_launch_does_not_hand_its_grant_to_a_pod_the_lagging_watch_still
             await client.CoreV1Api(rig.api).read_namespaced_config_map(grant, rig.namespace)
         assert missing.value.status == 404
         steps = rig.steps(found.runtime)
-        await steps.step(await _tracked(rig, name))  # Made anew, and handed.
+        await steps.step(await rig.tracked(name))  # Made anew, and handed.
         after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
         assert after["status"]["hand"]["handed"] is True
         assert after["status"]["hand"]["podUid"] != old["metadata"]["uid"]

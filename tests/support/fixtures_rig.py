@@ -20,9 +20,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from agentihooks_swarm import records
+from agentihooks_swarm.controller import executions
 from agentihooks_swarm.lifecycle import events, launch, model, step
 from agentihooks_swarm.storage import operations
-from tests.support import cleanup_passes, pods, rbac
+from tests.support import builders, cleanup_passes, pods, rbac, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import RuntimeFactory
 from tests.support.planting import SLUG, attempt_for, owner, plant_pod, remove
@@ -52,6 +53,21 @@ class Rig:
         (made now, if there is none): the Pods :meth:`plant` plants are its own."""
         uid = await owner(self.api, namespace=self.namespace, execution=execution)
         return attempt_for(self.namespace, execution=execution, generation=generation, owner_uid=uid)
+
+    async def running_execution(self, name: str, *, terminal_port: int | None = None) -> None:
+        """A Swarm whose workers kwok runs for ten minutes, and Execution ``name`` of it."""
+        runs = pods.protocol_annotations(phase="Running", run_for="10m")
+        swarm = builders.swarm(
+            name=SLUG, namespace=self.namespace, annotations=runs, terminal_port=terminal_port
+        )
+        await watching.create(self.api, swarm)
+        await watching.create(self.api, builders.execution(name=name, namespace=self.namespace, swarm=SLUG))
+
+    async def tracked(self, name: str) -> model.Tracked:
+        """Execution ``name`` as the operator's table tracks it, read now."""
+        found = executions.track(await watching.execution(self.api, namespace=self.namespace, name=name))
+        assert found is not None
+        return found
 
     async def plant(self, attempt: model.Attempt, **behaviour: Any) -> dict[str, Any]:
         """``attempt``'s worker Pod, driven by kwok (see :func:`planting.plant_pod`); returns it raw."""

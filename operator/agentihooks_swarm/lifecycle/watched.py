@@ -6,10 +6,12 @@ strings (:class:`WorkerPod`). A step reads it through :class:`WorkerWatch` to sp
 where a stale view costs nothing but a later step, and never where it could cost evidence:
 
 * **Adoption.** An owned Pod under the worker's name that the watch has seen, not being deleted,
-  is adopted without the create that would answer 409 and the read after it. A Pod deleted since
-  (the watch lags) is found gone by the next read of it (launch removal's re-read, the finality
-  check), as if it had been deleted a moment after a live read. A Pod the watch has not seen yet,
-  or one that is not plainly this attempt's own, takes today's path: create, then a live read.
+  is adopted without the create that would answer 409. A refused launch adopts it as watched: its
+  launch removal's re-read judges it. A launch that hands it its grant reads it live first (one
+  read instead of two): a Pod deleted since, held by the evidence finalizer (an earlier launch's
+  removal that stopped before recording it, say), would otherwise be handed a grant on its way
+  out. A Pod the watch has not seen yet, or one that is not plainly this attempt's own, takes
+  today's path: create, then a live read.
 * **Finality.** A Pod the watch saw ``Running`` with every container running has not ended, so the
   step waits for its next change without reading it. A Pod the watch saw not ended and not yet
   started (Pending, a container waiting) within its startup deadline (its creation time and

@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from agentihooks_swarm.lifecycle import cleanup
+from agentihooks_swarm.lifecycle import cleanup, finals
 
 NOW = datetime.datetime(2026, 12, 2, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -20,7 +20,7 @@ def deleting(*, grace_ends_in: float, finalizers: list[str] | None = None) -> di
     return metadata
 
 
-@pytest.mark.parametrize("grace_ends_in", [30.0, 0.0, -cleanup.OVERDUE_AFTER])
+@pytest.mark.parametrize("grace_ends_in", [30.0, 0.0, -finals.STOP_OVERDUE_AFTER])
 def test_within_its_grace_period_and_the_slack_after_it_the_wait_is_quiet(grace_ends_in: float) -> None:
     waiting = cleanup.terminating(
         kind="pod", name="swarm-worker-e-1", metadata=deleting(grace_ends_in=grace_ends_in), now=NOW

@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-import math
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
@@ -53,11 +52,6 @@ Kind = Literal["pod", "service"]
 
 class PassFailed(errors.SwarmError):
     """This pass stopped early on purpose (a failed log read, a Pod still terminating); retry later."""
-
-
-#: How long past its grace period an object that someone else deletes may take to go before the
-#: wait for it is reported as a stopped step (a finalizer, or a node that does not answer).
-OVERDUE_AFTER: Final = finals.STOP_OVERDUE_AFTER
 
 
 class Terminating(PassFailed):
@@ -235,16 +229,18 @@ class _Evidence:
 
 
 def terminating(*, kind: Kind, name: str, metadata: dict[str, Any], now: datetime.datetime) -> Terminating:
-    """Why a pass waits for an object someone else is deleting, and whether that is overdue."""
-    ends = _parse(str(metadata.get("deletionTimestamp") or ""))
-    late = math.inf if ends is None else (now - ends).total_seconds()
-    if late <= OVERDUE_AFTER:
+    """Why a pass waits for an object someone else is deleting, and whether that is overdue: still
+    there :data:`finals.STOP_OVERDUE_AFTER` seconds after its grace period ended (a finalizer, or
+    a node that does not answer), it is reported as a stopped step."""
+    left = finals.stop_due_in(metadata, at=now)
+    if left is not None and left >= 0:
         return Terminating(
             f"{kind} {name} is being deleted, not by this cleanup; waiting for it to go", overdue=False
         )
     finalizers = metadata.get("finalizers") or []
     held = f"; its finalizers {finalizers} may hold it" if finalizers else "; its node may not answer"
-    since = "after its grace period ended" if ends is None else f"{late:.0f} s after its grace period ended"
+    late = None if left is None else finals.STOP_OVERDUE_AFTER - left
+    since = "after its grace period ended" if late is None else f"{late:.0f} s after its grace period ended"
     return Terminating(
         f"{kind} {name} is being deleted, not by this cleanup, and is still there {since}{held}; "
         "waiting for it to go",

@@ -38,18 +38,23 @@ def stopping(pod: dict[str, Any], *, at: datetime.datetime) -> float | None:
     docstring); None for a Pod not being deleted or ended already. An unreadable deletion time
     counts as overdue."""
     metadata = _mapping(pod.get("metadata"))
-    deleting = metadata.get("deletionTimestamp")
-    if not deleting or _mapping(pod.get("status")).get("phase") not in (
+    if not metadata.get("deletionTimestamp") or _mapping(pod.get("status")).get("phase") not in (
         None,
         "Pending",
         "Running",
         "Unknown",
     ):
         return None
-    ends = _parse(deleting)
-    if ends is None:
-        return 0.0
-    return STOP_OVERDUE_AFTER - (at - ends).total_seconds()
+    left = stop_due_in(metadata, at=at)
+    return 0.0 if left is None else left
+
+
+def stop_due_in(metadata: dict[str, Any], *, at: datetime.datetime) -> float | None:
+    """Seconds until an object being deleted (its ``metadata``) is overdue to go:
+    :data:`STOP_OVERDUE_AFTER` after its grace period ended (``deletionTimestamp``); 0 or less:
+    overdue. None when that time cannot be read."""
+    ends = _parse(metadata.get("deletionTimestamp"))
+    return None if ends is None else STOP_OVERDUE_AFTER - (at - ends).total_seconds()
 
 
 def now() -> datetime.datetime:

@@ -87,12 +87,12 @@ async def ensure_pod(
     seen = workers.seen(namespace=attempt.namespace, name=attempt.pod_name) if workers else watched.UNKNOWN
     if seen.pod is not None and not seen.pod.deleting:
         known = seen.pod.as_object()
-        if is_ours(known, attempt=attempt) and not confirm:
-            logger.info(
-                "Adopted the existing worker pod %s/%s (as watched).", attempt.namespace, attempt.pod_name
-            )
-            return known
         if is_ours(known, attempt=attempt):
+            if not confirm:
+                logger.info(
+                    "Adopted the existing worker pod %s/%s (as watched).", attempt.namespace, attempt.pod_name
+                )
+                return known
             live = await pods.read(namespace=attempt.namespace, name=attempt.pod_name)
             if live is not None:
                 return _adopted(live, attempt=attempt)

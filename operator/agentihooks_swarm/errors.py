@@ -104,6 +104,15 @@ class StaleWrite(SwarmError):
     """
 
 
+class Forgotten(StaleWrite):
+    """The records of the life this step writes for were forgotten (``records forget``, or the
+    retention sweep) since it began: nothing was written, and nothing of that life will be.
+
+    A deleted Execution's step can still be in flight when its user forgets its records; its late
+    writes would bring back what the user removed.
+    """
+
+
 class SlugHeld(SwarmError):
     """A swarm's slug cannot be released: another namespace owns it, or records of it are left."""
 

@@ -141,7 +141,8 @@ class Metrics:
             "Cleanup passes that stopped early and will be retried, by error type.",
             # error: the error's type - PassFailed|Terminating (a Pod's log, delete or grace period),
             # ApiRefused|NotFound|AlreadyExists|PreconditionFailed|ApiUnavailable|ApiTimeout|ApiError
-            # (the API server), StoreUnavailable|NotDurable (Redis), StaleWrite (another step wrote first)
+            # (the API server), StoreUnavailable|NotDurable (Redis), StaleWrite (another step wrote first),
+            # Forgotten (the life's records were forgotten while a step of it was in flight)
             ["error"],
             registry=self.registry,
         )

@@ -65,10 +65,9 @@ WHY: Final[dict[str, str]] = {
         "(refusal summary, budget) when it changed"
     ),
     f"PATCH {_EXECUTION}": (
-        "the operator's finalizer: put on by the launch step when the worker outlives it (so that "
-        "deleting the Execution waits for its cleanup) and removed once the attempt is Done and "
-        "cleaned up; both carry the Execution's UID and resourceVersion as preconditions. An "
-        "attempt that ends in its launch step (scenario A) never gets it"
+        "the finalizer an earlier version put on the Execution, removed once its attempt is Done "
+        "and cleaned up (with the Execution's UID and resourceVersion as preconditions); this "
+        "version puts none on, since the worker Pod's evidence finalizer keeps its evidence"
     ),
     "GET /apis/swarm.agentihooks.io/v1alpha1/namespaces/{ns}/swarms/{swarm}": (
         "the launch reads the Swarm: its registration decides the hand, its template the Pod"

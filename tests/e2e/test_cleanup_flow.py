@@ -124,10 +124,13 @@ async def test_deleting_an_execution_cancels_and_cleans_up_its_attempt(scene: Sc
     )
     await scene.until_phase("deleted", "Running", process=process, timeout=30)
     await scene.delete("deleted")
-    await scene.until_gone("deleted", process=process)
-    retained = await stored(scene, "attempt-retained", "deleted")
+    retained = await scene.until_cleaned_up("deleted", slug=SLUG, process=process)
     assert retained["final"]["state"] == "cancelled"
-    assert [p["outcome"] for p in retained["removed"]["pods"]] == ["deleted"]
+    # The garbage collector deletes the worker too (its owner is gone): whichever delete came
+    # first, the evidence finalizer held the Pod until the operator had judged it (and released
+    # it: then its pass finds it absent).
+    [outcome] = [p["outcome"] for p in retained["removed"]["pods"]]
+    assert outcome in ("deleted", "absent_after_send", "absent")
     assert "startup" not in retained["removed"]["pods"][0]  # A running worker is not refused.
 
 

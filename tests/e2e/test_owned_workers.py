@@ -168,9 +168,10 @@ async def _readable(scene: Scene, pod_name: str, uid: str) -> None:
         await asyncio.sleep(0.5)
 
 
-async def _captured_in_retained(scene: Scene, *, execution: str, pod_name: str, uid: str) -> None:
-    retained = await scene.stored(slug=SLUG, name=store_.RETAINED, execution=execution)
-    assert retained is not None
+async def _captured_in_retained(
+    scene: Scene, *, execution: str, pod_name: str, uid: str, process: OperatorProcess
+) -> None:
+    retained = await scene.until_cleaned_up(execution, slug=SLUG, process=process, timeout=120)
     [entry] = [p for p in retained["removed"]["pods"] if p["uid"] == uid]
     [container] = entry["startup"]["containers"]
     assert container["terminated"]["exitCode"] == 78
@@ -178,33 +179,17 @@ async def _captured_in_retained(scene: Scene, *, execution: str, pod_name: str, 
     assert await _pod(scene, pod_name) is None
 
 
-async def _collector_done_with(scene: Scene, *, execution: str, pod_name: str, uid: str) -> None:
-    """The collector has acted on a foreground delete: it deleted the worker, which its evidence
-    finalizer holds, or it removed the Execution's ``foregroundDeletion`` finalizer first. The
-    worker's owner reference does not block its owner's deletion, so the collector may drop that
-    finalizer before it reads the Pod's owner; it then finds the owner still there (the operator's
-    own finalizer holds it), not waiting for dependents, and leaves the Pod to the operator."""
-
-    async def settled() -> bool:
-        found = await _pod(scene, pod_name)
-        if found is not None and found.metadata.deletion_timestamp is not None:
-            return True
-        finalizers = (await scene.get(execution))["metadata"].get("finalizers") or []
-        return "foregroundDeletion" not in finalizers
-
-    await scene.until(settled, what=f"the collector to act on {execution}'s foreground delete", timeout=120)
-    await _readable(scene, pod_name, uid)  # Either way, until the operator captures it.
-
-
-async def test_a_foreground_delete_waits_for_the_refused_workers_capture(scene: Scene) -> None:
+async def test_a_foreground_delete_leaves_the_refused_worker_readable_until_its_capture(scene: Scene) -> None:
     execution = "foreground"
     _, pod_name, uid = await _running_worker(scene, execution=execution)
+    # The worker's owner reference does not block its owner's deletion and the operator puts no
+    # finalizer on the Execution, so the collector lets the Execution go, then deletes its worker:
+    # the evidence finalizer holds it, readable, until the operator (started after) captures it.
     await _delete(scene, execution, propagation="Foreground")
-    await _collector_done_with(scene, execution=execution, pod_name=pod_name, uid=uid)
+    await _held(scene, pod_name, uid)
 
     process = scene.start()
-    await scene.until_gone(execution, process=process, timeout=90)
-    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid, process=process)
 
 
 async def _lose_the_claim(scene: Scene, execution: str) -> None:
@@ -224,25 +209,13 @@ async def test_an_execution_gone_without_its_cleanup_leaves_its_worker_to_the_or
     _, pod_name, uid = await _running_worker(scene, execution=execution)
     if claim == "lost":
         await _lose_the_claim(scene, execution)
-    # Its finalizer removed by hand, then deleted: gone at once, and the collector deletes its worker.
-    await client.CustomObjectsApi(scene.api).patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        scene.namespace,
-        "executions",
-        execution,
-        [{"op": "remove", "path": "/metadata/finalizers"}],
-    )
+    # Deleted while no operator runs: gone at once, and the collector deletes its worker.
     await _delete(scene, execution, propagation="Background")
     await _held(scene, pod_name, uid)
 
     process = scene.start(env={"AGENTIHOOKS_SWARM_CLEANUP_INTERVAL_SECONDS": "1"})
-
-    async def retained() -> Any:
-        return await scene.stored(slug=SLUG, name=store_.RETAINED, execution=execution)
-
-    await scene.until(retained, what="the orphan pass to clean the attempt up", process=process, timeout=90)
-    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+    # The orphan pass cleans the attempt up.
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid, process=process)
 
 
 async def test_an_orphaning_delete_still_cleans_up_the_worker_it_unowned(scene: Scene) -> None:
@@ -256,8 +229,7 @@ async def test_an_orphaning_delete_still_cleans_up_the_worker_it_unowned(scene: 
 
     await scene.until(unowned, what="the collector to strip the worker's owner reference")
     process = scene.start()
-    await scene.until_gone(execution, process=process, timeout=90)
-    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid, process=process)
 
 
 async def test_a_deleted_execution_without_its_hand_or_claim_still_cleans_up_the_pod_it_owns(
@@ -277,8 +249,7 @@ async def test_a_deleted_execution_without_its_hand_or_claim_still_cleans_up_the
     await _lose_the_claim(scene, execution)
     await _delete(scene, execution, propagation="Background")
     process = scene.start()
-    await scene.until_gone(execution, process=process, timeout=90)
-    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid)
+    await _captured_in_retained(scene, execution=execution, pod_name=pod_name, uid=uid, process=process)
 
 
 async def test_deleting_an_execution_that_never_launched_claims_nothing(scene: Scene) -> None:

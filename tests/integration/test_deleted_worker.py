@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes import owners
 from agentihooks_swarm.lifecycle import attempts, finals
-from tests.support import pods, watching
+from tests.support import watching
 from tests.support.fixtures_rig import Rig
 
 pytestmark = pytest.mark.integration
@@ -26,14 +26,11 @@ async def test_a_worker_pod_someone_deletes_that_never_stops_ends_its_attempt_fa
     rig: Rig,
 ) -> None:
     name = "deleted"
-    await rig.running_execution(name)
-    attempt = await rig.attempt(execution=name)
+    attempt = await rig.running_execution(name)
     core = client.CoreV1Api(rig.api)
     async with rig.runtime() as runtime:
         steps = rig.steps(runtime)
-        launched = await steps.step(await rig.tracked(name))
-        assert not launched.settled
-        await pods.wait_for_phase(rig.api, namespace=rig.namespace, name=attempt.pod_name, phase="Running")
+        await rig.launched(steps, name)
         await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=0)
         deleted_at = time.monotonic()
 

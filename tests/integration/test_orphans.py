@@ -105,3 +105,36 @@ async def test_an_unclaimed_pod_that_its_gone_execution_owns_and_holds_is_adopte
             name="lost",
             swarm=SLUG,
         )
+
+
+async def test_an_unowned_pod_its_recorded_hand_names_is_adopted_and_one_it_does_not_name_is_not(
+    rig: Rig, swarm_crds: list[str]
+) -> None:
+    """An orphaning delete (``--cascade=orphan``) strips the worker's owner reference before its
+    Execution goes, which holds no finalizer of the operator's: the hand its launch recorded names
+    the Pod by UID, so the orphan pass still adopts it. An unowned Pod of a claimed name whose UID
+    the hand does not name stays a look-alike."""
+    admin_api, namespace, store = rig.api, rig.namespace, rig.store
+    core = client.CoreV1Api(admin_api)
+    for name in ("orphaned", "twin"):
+        owner = records.Owner(uid=f"uid-of-{name}", namespace=namespace, at="2026-12-06T00:00:00Z")
+        assert await store.claim(slug=SLUG, execution=name, owner=owner) == owner
+        await plant(admin_api, namespace=namespace, execution=name)  # Unowned.
+        attempt = model.Attempt(namespace=namespace, slug=SLUG, execution=name, generation=1, owner_uid="")
+        planted = await core.read_namespaced_pod(attempt.pod_name, namespace)
+        recorded = planted.metadata.uid if name == "orphaned" else "uid-of-the-pod-its-launch-made"
+        hand = records.HandResult(generation=1, handed=True, pod=attempt.pod_name, pod_uid=recorded)
+        await store.save_hand(slug=SLUG, execution=name, hand=hand)
+    leader = await watching_leader(admin_api, namespace=namespace)
+    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
+        await adopts_once(
+            leader,
+            runtime=runtime,
+            store=store,
+            uid="uid-of-orphaned",
+            namespace=namespace,
+            name="orphaned",
+            swarm=SLUG,
+        )
+    assert leader.table.get("uid-of-twin") is None
+    assert runtime.metrics.look_alike_pods.labels(path="orphans")._value.get() == 1  # The twin.

@@ -12,7 +12,6 @@ import pytest
 from agentihooks_swarm import resources
 from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
-from agentihooks_swarm.kubernetes.labels import FINALIZER
 from agentihooks_swarm.lifecycle import model, step, work
 from tests.support import builders, pods, watching
 from tests.support.fixtures_rig import Rig
@@ -76,13 +75,6 @@ async def test_a_redis_blip_while_the_worker_runs_keeps_the_phase_and_says_so_in
         "Synced",
     )
     assert "CleanedUp" not in conditions(after)
-    await watching.merge_patch(
-        admin_api,
-        namespace=namespace,
-        plural="executions",
-        name=name,
-        body={"metadata": {"finalizers": [f for f in after["metadata"]["finalizers"] if f != FINALIZER]}},
-    )
 
 
 async def _step_unread(rig: Rig, *, task: Any) -> tuple[step.Step, int, dict[str, Any]]:

@@ -1,16 +1,15 @@
 """What one step writes to its Execution, on the real API server through the proxy: an attempt that
-ends in the step that launched it costs no finalizer round trip and one Event; a worker that
-outlives its launch step has the operator's finalizer before the step's status says it runs; a
-finalizer that cannot be put on now is put on by the next step."""
+ends in the step that launched it costs one status write and one Event; a worker that outlives its
+launch step costs no finalizer round trip either (its Pod's evidence finalizer keeps its evidence);
+an earlier version's finalizer is removed once the attempt's cleanup is done."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from kubernetes_asyncio import client
 
 from agentihooks_swarm.kubernetes.labels import FINALIZER
-from agentihooks_swarm.lifecycle import work
+from agentihooks_swarm.kubernetes.owners import EVIDENCE_FINALIZER
 from tests.support import builders, pods, watching
 from tests.support.fixtures_rig import Rig
 from tests.support.planting import SLUG
@@ -55,7 +54,7 @@ async def test_a_refused_launch_captured_and_removed_in_its_step_has_no_finalize
     assert await rig.startup(execution=name) is not None
 
 
-async def test_a_worker_that_outlives_its_launch_step_has_the_finalizer_before_the_status(rig: Rig) -> None:
+async def test_a_worker_that_outlives_its_launch_step_costs_no_finalizer_round_trip(rig: Rig) -> None:
     name = "runs"
     runs = pods.protocol_annotations(phase="Running", run_for="10m")
     await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace, annotations=runs))
@@ -65,41 +64,39 @@ async def test_a_worker_that_outlives_its_launch_step_has_the_finalizer_before_t
         done = await rig.steps(runtime).step(await rig.tracked(name))
     assert not done.settled
     after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
-    assert after["metadata"]["finalizers"] == [FINALIZER]
+    # The worker Pod's own evidence finalizer keeps its evidence through a delete of the Execution.
+    assert not after["metadata"].get("finalizers")
     assert after["status"]["hand"]["handed"] is True
-    assert _writes(rig.proxy.calls(), name=name) == [("PATCH", "/"), ("PATCH", "/status"), ("POST", "events")]
+    assert _writes(rig.proxy.calls(), name=name) == [("PATCH", "/status"), ("POST", "events")]
     assert [r for _, r, _ in await watching.events_for(rig.api, namespace=rig.namespace, name=name)] == [
         "Handed"
     ]
-    await _release(rig, name, after)
+    attempt = await rig.attempt(execution=name)
+    worker = await client.CoreV1Api(rig.api).read_namespaced_pod(attempt.pod_name, rig.namespace)
+    assert worker.metadata.finalizers == [EVIDENCE_FINALIZER]
 
 
-async def test_a_finalizer_the_api_server_refused_is_put_on_by_the_next_step(rig: Rig) -> None:
-    name = "later"
+async def test_an_earlier_versions_finalizer_is_removed_by_the_step_that_ends_the_cleanup(rig: Rig) -> None:
+    """An Execution an earlier version launched carries its finalizer: the step that finds its
+    attempt Done removes it (by UID and resourceVersion), so deleting it never waits."""
+    name = "earlier"
     runs = pods.protocol_annotations(phase="Running", run_for="10m")
     await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace, annotations=runs))
-    await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
-    refused = rig.fault("503", method="PATCH", path=rf".*/executions/{name}$", times=1)
+    manifest = builders.execution(name=name, namespace=rig.namespace, swarm=SLUG)
+    manifest["metadata"]["finalizers"] = [FINALIZER]
+    await watching.create(rig.api, manifest)
     async with rig.runtime() as runtime:
         steps = rig.steps(runtime)
-        first = await steps.step(await rig.tracked(name))
-        assert refused.hits == 1
-        launched = await watching.execution(rig.api, namespace=rig.namespace, name=name)
-        assert not launched["metadata"].get("finalizers")  # Not yet; the status says it launched.
-        assert launched["status"]["hand"]["handed"] is True
-        assert first.retry_after == work.LAUNCH_RETRY
         await steps.step(await rig.tracked(name))
+        launched = await watching.execution(rig.api, namespace=rig.namespace, name=name)
+        assert launched["metadata"]["finalizers"] == [FINALIZER]  # Not ours to remove while it runs.
+        await watching.merge_patch(
+            rig.api, namespace=rig.namespace, plural="executions", name=name, body={"spec": {"cancel": True}}
+        )
+        rig.proxy.reset_counts()
+        done = await steps.step(await rig.tracked(name))
+    assert done.settled
     after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
-    assert after["metadata"]["finalizers"] == [FINALIZER]
-    await _release(rig, name, after)
-
-
-async def _release(rig: Rig, name: str, body: dict[str, Any]) -> None:
-    """The finalizer off again, so the namespace's teardown does not wait for a cleanup."""
-    await watching.merge_patch(
-        rig.api,
-        namespace=rig.namespace,
-        plural="executions",
-        name=name,
-        body={"metadata": {"finalizers": [f for f in body["metadata"]["finalizers"] if f != FINALIZER]}},
-    )
+    assert after["status"]["phase"] == "Done"
+    assert not after["metadata"].get("finalizers")
+    assert ("PATCH", "/") in _writes(rig.proxy.calls(), name=name)

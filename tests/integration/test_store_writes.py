@@ -242,3 +242,67 @@ async def test_a_journal_entry_left_beside_the_retained_record_is_cleared(
     assert await store.clear_journal(slug=SLUG, execution="left") is True
     assert await stored_journal(store, "left") is None
     assert await store.read_retained(slug=SLUG, execution="left") == retained("left", [])
+
+
+async def test_no_write_for_a_forgotten_life_brings_its_records_back(
+    store: operations.AsyncStore, redis_url: str
+) -> None:
+    """A deleted Execution's step still in flight when its user forgets its records: each of its
+    writes refuses (``Forgotten``) and writes nothing, while a new life of the name (another UID),
+    and a writer that names no life, still write."""
+    from agentihooks_swarm import settings
+
+    people = store_.connect(settings.Settings(redis_url=redis_url))
+    old = records.Owner(uid="uid-old", namespace="ns", at="2026-12-01T00:00:00Z")
+    assert await store.claim(slug=SLUG, execution="e1", owner=old) == old
+    await store.save_hand(
+        slug=SLUG,
+        execution="e1",
+        hand=records.HandResult(generation=1, handed=True, pod="w-1"),
+        life="uid-old",
+    )
+    assert people.forget(slug=SLUG, execution="e1") == 2  # The owner claim and the hand.
+    people.redis.close()
+
+    late = records.StartupRecord(pod="w-1", uid="pod-a", labels={}, startup=capture("late"))
+    hand = records.HandResult(
+        generation=1, handed=False, reason=records.HandReason.PROJECT_UNPERMITTED, pod="w-1"
+    )
+    writes = {
+        "claim": store.claim(slug=SLUG, execution="e1", owner=old, launched=True),
+        "startup": store.record_startup(slug=SLUG, execution="e1", record=late, life=old.uid),
+        "hand": store.save_hand(slug=SLUG, execution="e1", hand=hand, final=final("e1"), life=old.uid),
+        "final": store.record_final(slug=SLUG, final=final("e1"), life=old.uid),
+        "outcome": store.record_outcome(slug=SLUG, outcome=outcome("e1"), life=old.uid),
+        "pin": store.pin_journal(slug=SLUG, journal=journal(), life=old.uid),
+        "retain": store.retain(slug=SLUG, retained=retained("e1", []), journal_version=None, life=old.uid),
+    }
+    for write in writes.values():
+        with pytest.raises(errors.Forgotten, match="uid-old"):
+            await write
+    found = {name: await store.redis.hexists(store.key(SLUG, name), "e1") for name in store_.RECORDS}
+    assert not any(found.values()), found
+
+    # The name applied again: its new life claims and writes as usual.
+    new = records.Owner(uid="uid-new", namespace="ns", at="2026-12-01T00:05:00Z")
+    assert await store.claim(slug=SLUG, execution="e1", owner=new) == new
+    assert await store.record_startup(slug=SLUG, execution="e1", record=late, life=new.uid) == late
+    assert await store.record_final(slug=SLUG, final=final("e1"), life=new.uid) == final("e1")
+    pinned = await store.pin_journal(slug=SLUG, journal=journal(), life=new.uid)
+    assert isinstance(pinned, records.Journal)
+    kept = retained("e1", [])
+    assert await store.retain(slug=SLUG, retained=kept, journal_version=pinned.version, life=new.uid) is kept
+    # A writer that names no life is never refused.
+    assert await store.record_outcome(slug=SLUG, outcome=outcome("e1")) == outcome("e1")
+
+
+def final(execution: str) -> records.FinalRecord:
+    return records.FinalRecord(
+        execution=execution, generation=1, state=records.FinalState.REFUSED, transcript_end=0, outcome="o"
+    )
+
+
+def outcome(execution: str) -> records.Outcome:
+    return records.Outcome(
+        execution=execution, generation=1, success=False, summary="s", at="2026-12-01T00:00:00Z"
+    )

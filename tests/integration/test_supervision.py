@@ -80,8 +80,9 @@ async def test_each_task_restarts_after_an_unexpected_error_and_cleanup_goes_on(
         await until("the Lease renewal restarted", lambda: restarts(app, "leadership") == 1, seconds=20)
         await until("leading again", app.leader.holds, seconds=20)
 
-        # A step that meets an unexpected answer (the worker Pod's read is not an object) is
-        # counted and tried again; the workers go on, and so does the Execution's cleanup.
+        # A step that meets an unexpected answer (the worker Pod's create answers something that
+        # is not an object, and creates nothing) is counted and tried again; the workers go on,
+        # and so does the Execution's cleanup.
         name = "after-faults"
         pod = labels.worker_pod_name(execution=name, generation=1)
         await pods.plant_log(
@@ -92,8 +93,8 @@ async def test_each_task_restarts_after_an_unexpected_error_and_cleanup_goes_on(
             admin_api, builders.swarm(name=SLUG, namespace=namespace, annotations=behaviour)
         )
         fault_proxy.add_rule(
-            method="GET",
-            path=f"/api/v1/namespaces/{namespace}/pods/{pod}",
+            method="POST",
+            path=f"/api/v1/namespaces/{namespace}/pods",
             action=Respond(status=200, body=b"[]"),
             times=2,
         )

@@ -138,11 +138,11 @@ def test_a_pod_model_reads_its_controller_and_finalizers() -> None:
 
 
 def test_a_pod_held_by_the_evidence_finalizer_at_the_end_is_a_leak() -> None:
-    """Deleted, and still Terminating under the operator's finalizer: nobody took its evidence and
+    """Deleted, and still Terminating under the evidence finalizer: nobody took its evidence and
     released it. A planted Pod is excused only when its Execution was deleted before the operator
     took it on at all (no launch could have left that Pod)."""
     taken_on = ExecutionHistory(uid="e1", name=NAME, gone_at=3.0)
-    taken_on.observe(body={"metadata": {"finalizers": ["swarm.agentihooks.io/cleanup"]}}, at=1.5)
+    taken_on.observe(body={"metadata": {}, "status": {"phase": "Pending"}}, at=1.5)
     untouched = ExecutionHistory(uid="e2", name=NAME, gone_at=3.0)
     untouched.observe(body={"metadata": {}}, at=1.5)
     assert taken_on.taken_on and not untouched.taken_on and not taken_on.launched

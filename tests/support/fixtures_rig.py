@@ -54,14 +54,15 @@ class Rig:
         uid = await owner(self.api, namespace=self.namespace, execution=execution)
         return attempt_for(self.namespace, execution=execution, generation=generation, owner_uid=uid)
 
-    async def running_execution(self, name: str, *, terminal_port: int | None = None) -> None:
-        """A Swarm whose workers kwok runs for ten minutes, and Execution ``name`` of it."""
+    async def running_execution(self, name: str, *, terminal_port: int | None = None) -> model.Attempt:
+        """A Swarm whose workers kwok runs for ten minutes, and Execution ``name`` of it: its attempt."""
         runs = pods.protocol_annotations(phase="Running", run_for="10m")
         swarm = builders.swarm(
             name=SLUG, namespace=self.namespace, annotations=runs, terminal_port=terminal_port
         )
         await watching.create(self.api, swarm)
         await watching.create(self.api, builders.execution(name=name, namespace=self.namespace, swarm=SLUG))
+        return await self.attempt(execution=name)
 
     async def tracked(self, name: str) -> model.Tracked:
         """Execution ``name`` as the operator's table tracks it, read now."""
@@ -87,6 +88,14 @@ class Rig:
     ) -> contextlib.AbstractAsyncContextManager[model.Runtime]:
         """The operator's runtime, through the proxy unless another ``kubeconfig`` is given."""
         return self.runtime_for(kubeconfig or self.kubeconfig, recorder=recorder, timeout=timeout)
+
+    async def launched(self, steps: step.Lifecycle, name: str) -> model.Tracked:
+        """Execution ``name`` launched by one step (its worker handed, the step not settled) and
+        its worker Pod ``Running``: the Execution as tracked then."""
+        assert not (await steps.step(await self.tracked(name))).settled
+        attempt = await self.attempt(execution=name)
+        await pods.wait_for_phase(self.api, namespace=self.namespace, name=attempt.pod_name, phase="Running")
+        return await self.tracked(name)
 
     def steps(self, runtime: model.Runtime) -> step.Lifecycle:
         """The lifecycle's step of one Execution, on ``runtime`` and the store, unguarded."""

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes_asyncio import client
 
+from agentihooks_swarm.kubernetes import labels
 from tests.support import builders, watching
 from tests.support.cluster import ControlPlane
 from tests.support.fixtures_operator import OperatorFactory
@@ -85,7 +86,7 @@ class Scene:
         return True
 
     async def delete(self, name: str) -> None:
-        """Delete Execution ``name`` (it goes once the operator's finalizer is released)."""
+        """Delete Execution ``name`` (it goes at once: the operator puts no finalizer on it)."""
         await client.CustomObjectsApi(self.api).delete_namespaced_custom_object(
             GROUP, VERSION, self.namespace, "executions", name
         )
@@ -119,6 +120,28 @@ class Scene:
             return not await self.exists(name)
 
         await self.until(gone, what=f"{name} to be gone", process=process, timeout=timeout)
+
+    async def until_cleaned_up(
+        self, name: str, *, slug: str, process: OperatorProcess, timeout: float = 60.0
+    ) -> Any:
+        """Wait until deleted Execution ``name`` is gone, its attempt retained (``attempt-retained``
+        of swarm ``slug``, returned) and its worker Pods gone: a deleted Execution goes at once,
+        and its cleanup, capture first, follows while its worker Pod waits, held by its evidence
+        finalizer."""
+        await self.until_gone(name, process=process, timeout=timeout)
+
+        async def cleaned_up() -> Any:
+            retained = await self.stored(slug=slug, name="attempt-retained", execution=name)
+            if retained is None:
+                return None
+            left = await client.CoreV1Api(self.api).list_namespaced_pod(
+                self.namespace, label_selector=f"{labels.EXECUTION}={name}"
+            )
+            return None if left.items else retained
+
+        return await self.until(
+            cleaned_up, what=f"{name}'s attempt cleaned up", process=process, timeout=timeout
+        )
 
     async def stored(self, *, slug: str, name: str, execution: str) -> Any:
         """The JSON record ``execution`` in Redis hash ``name`` of swarm ``slug``, or None."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
+import pytest
+
 from agentihooks_swarm import records, resources
 from agentihooks_swarm.controller import executions
 from agentihooks_swarm.kubernetes import labels
@@ -86,10 +88,13 @@ def test_what_needs_a_step() -> None:
         execution(uid="deleting", deleting=True, finalizers=[labels.FINALIZER]),
         execution(uid="deleting-kopfs", phase="Done", deleting=True, finalizers=[KOPF]),
         execution(uid="going", deleting=True, finalizers=["someone-elses"]),
+        execution(uid="going-done", phase="Done", deleting=True, finalizers=["someone-elses"]),
     ):
         found.apply(None, body)
     found.end()
-    assert sorted(t.uid for t in found) == ["deleting", "deleting-kopfs", "running", "unlaunched"]
+    # A launched Execution being deleted needs its cancel whoever holds it (the operator puts no
+    # finalizer on: the worker Pod's evidence finalizer keeps its evidence); a Done one does not.
+    assert sorted(t.uid for t in found) == ["deleting", "deleting-kopfs", "going", "running", "unlaunched"]
     assert sorted(woken) == sorted(t.uid for t in found)
 
 
@@ -197,6 +202,28 @@ def test_an_execution_deleted_while_in_flight_keeps_its_cleanup() -> None:
     assert woken == ["a", "a"]
     found.apply("DELETED", execution(uid="b", phase="Done"))
     assert found.get("b") is None
+
+
+@pytest.mark.parametrize("holder", ["orphan", "foregroundDeletion"])
+def test_an_execution_deleted_under_anothers_finalizer_is_stepped_at_once_and_kept_when_gone(
+    holder: str,
+) -> None:
+    """A foreground or orphaning delete holds the Execution for a moment under the garbage
+    collector's finalizer: its cancel starts then (it was forgotten there while the operator put
+    its own finalizer on), and its DELETED still leaves the cleanup to do from memory."""
+    found, woken = table()
+    found.apply("ADDED", execution(version="1"))
+    found.apply("MODIFIED", execution(version="2", deleting=True, finalizers=[holder]))
+    tracked = found.get("u1")
+    assert tracked is not None and tracked.deleting and not tracked.gone
+    assert woken == ["u1", "u1"]
+    found.apply("DELETED", execution(version="3", deleting=True))
+    tracked = found.get("u1")
+    assert tracked is not None and tracked.gone
+    found.apply("ADDED", execution(uid="u2", version="4", phase="Done"))
+    going = execution(uid="u2", version="5", phase="Done", deleting=True, finalizers=[holder])
+    found.apply("MODIFIED", going)
+    assert found.get("u2") is None  # Done: nothing left of it to do.
 
 
 def test_a_list_drops_what_is_gone_and_done_leaves_the_table() -> None:

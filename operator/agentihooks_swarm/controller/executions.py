@@ -73,8 +73,8 @@ def track(body: Mapping[str, Any], *, legacy_finalizers: frozenset[str] = frozen
     generation = generation if isinstance(generation, int) else None
     phase = status.get("phase")
     ours = {labels.FINALIZER, *legacy_finalizers}
-    if deleting and not ours.intersection(finalizers):
-        return None  # Going, and not held by us: nothing of ours to do (or still possible).
+    if deleting and phase == Phase.DONE and not ours.intersection(finalizers):
+        return None  # Done and going, not held by us: its cleanup is over.
     if not deleting and phase in SETTLED:
         if phase == Phase.DONE or not status_.relaunchable(status):
             return None

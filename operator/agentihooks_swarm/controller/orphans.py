@@ -1,20 +1,19 @@
 """Worker Pods whose Execution vanished while no replica was watching it: their cleanup still runs.
 
-An Execution holds the operator's finalizer from before its worker exists, so deleting it waits
-for its cleanup. Two things end it without that wait: a user removing the finalizer by hand, and
-a delete that read the Execution just before the finalizer was added (the API server decides
-"no finalizers, delete now" from that read and deletes it after the finalizer's write: the soak
-caught it, with the etcd history to show it). The replica that watches the Execution go still
-cleans up after it (``Executions._vanished``), but only from its memory: a restart or a new
-leader before that cleanup ends forgets it, and its worker Pod stays, uncaptured.
+A deleted Execution goes at once (it carries no finalizer of the operator's: :mod:`lifecycle.step`),
+and its worker Pod stays, terminating and held by its evidence finalizer, until it is captured. The
+replica that watches the Execution go cleans up after it (``Executions._vanished``), but only from
+its memory: a restart or a new leader before that cleanup ends forgets it, and its worker Pod
+stays, uncaptured.
 
 :class:`Orphans` finds them again. On each resync, the leader looks at the worker Pods (from the
 worker Pods' watch) whose execution label names no tracked Execution. One whose name Redis says
-was claimed (``execution-owners``) by an Execution that no longer exists under that UID is
-adopted: the table tracks that Execution again as deleted, and its step cleans up the attempt
-like any cancelled one (capture first). Every Pod is judged once per process: a Pod of an
-Execution that still exists, or that was never claimed (not launched by this operator), is left
-alone from then on.
+was claimed (``execution-owners``) by an Execution that no longer exists under that UID, and which
+that Execution owns (or, once an orphaning delete stripped its owner reference, which the hand
+its launch recorded names by UID), is adopted: the table tracks that Execution again as deleted,
+and its step cleans up the attempt like any cancelled one (capture first). Every Pod is judged
+once per process: a Pod of an Execution that still exists, or that was never claimed (not
+launched by this operator), is left alone from then on.
 
 A cleanup can also be left with no Pod to find it by: the Execution went unwatched after its
 cleanup pinned its Pods and before it retained, and the Pods went too (deleted by its pass before
@@ -99,7 +98,7 @@ class Orphans:
             adopted += 1
             logger.warning(
                 "Execution %s/%s (uid %s) is gone, but its worker pod %s is not: its cleanup runs now "
-                "(the Execution was deleted without waiting for its cleanup while no replica watched it).",
+                "(the Execution was deleted while no replica watched it).",
                 pod.namespace,
                 pod.execution,
                 tracked.uid,
@@ -122,6 +121,9 @@ class Orphans:
             return await self._gone_owner(pod, uid=pod.controller, slug=slug, generation=generation)
         if owner is None or owner.namespace != pod.namespace:
             return None  # Never claimed here: not a worker this operator launched.
+        if not pod.controller and await self._handed(pod, slug=slug, generation=generation):
+            # An orphaning delete stripped its reference; the hand its launch recorded names it.
+            return await self._gone_owner(pod, uid=owner.uid, slug=slug, generation=generation)
         if pod.controller != owner.uid:
             # Labelled for that Execution, but not owned by it: a look-alike, never captured.
             self.metrics.look_alike_pods.labels(path="orphans").inc()
@@ -135,6 +137,14 @@ class Orphans:
             )
             return None
         return await self._gone_owner(pod, uid=owner.uid, slug=slug, generation=generation)
+
+    async def _handed(self, pod: WorkerPod, *, slug: str, generation: int) -> bool:
+        """Whether the hand recorded for ``pod``'s execution names this very Pod (its UID, which
+        only the API server gives, and its attempt): a Pod an orphaning delete left unowned."""
+        hand = await self.store.read_hand(slug=slug, execution=pod.execution)
+        return (
+            hand is not None and hand.generation == generation and bool(pod.uid) and hand.pod_uid == pod.uid
+        )
 
     async def _gone_owner(self, pod: WorkerPod, *, uid: str, slug: str, generation: int) -> Tracked | None:
         """Execution ``uid`` of ``pod``, tracked again as deleted; None while it exists."""

@@ -62,7 +62,8 @@ def terminal_name(*, execution: str, generation: int) -> str:
     return f"swarm-terminal-{execution}-{generation}"
 
 
-#: The operator's finalizer on the Executions it launches: removed once cleanup is done.
+#: The finalizer earlier versions put on the Executions they launched: removed once their cleanup
+#: is done (this version puts none on: the worker Pod's evidence finalizer keeps its evidence).
 FINALIZER: Final = "swarm.agentihooks.io/cleanup"
 
 

@@ -8,11 +8,12 @@ by labels alone could be a look-alike: adopted and handed another user's grant, 
 deleted by cleanup. So the operator acts only on Pods that are owned (:func:`owned`).
 
 The evidence finalizer (:data:`EVIDENCE_FINALIZER`) is in every worker Pod's create body. With a
-controller reference, the garbage collector deletes a worker Pod on its own once the Execution is
-gone without its cleanup (a finalizer removed by hand), and may when the Execution is deleted with
-``propagationPolicy: Foreground`` (the reference does not block, so the collector may be done with
-the Execution first and leave the Pod to the operator's cleanup). The finalizer keeps such a Pod
-readable (terminating, not gone) until the operator has stored its evidence and releases it.
+controller reference, the garbage collector deletes a worker Pod on its own once its Execution is
+deleted, whatever the propagation (the Execution carries no finalizer of the operator's, and the
+reference does not block, so the Execution goes first and its Pod after it; an orphaning delete
+only strips the reference). The finalizer keeps such a Pod readable (terminating, not gone) until
+the operator has stored its evidence and releases it: the evidence waits on the Pod, not on the
+Execution.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ EXECUTION_API_VERSION: Final = f"{GROUP}/v1alpha1"
 def execution_reference(*, name: str, uid: str) -> dict[str, Any]:
     """The controller reference to an Execution, as a worker Pod carries it.
 
-    ``blockOwnerDeletion`` is false: the operator's own finalizer on the Execution already holds its
-    deletion until its cleanup is done, and a blocking reference would need ``update`` on
+    ``blockOwnerDeletion`` is false: nothing needs the Execution to wait (the Pod's evidence
+    finalizer keeps the evidence), and a blocking reference would need ``update`` on
     ``executions/finalizers`` wherever the API server enforces owner-reference permissions.
     """
     return {

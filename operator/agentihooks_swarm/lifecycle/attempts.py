@@ -93,16 +93,7 @@ async def advance(
                 return found
             final = found
         guard.check(before="recording the outcome")
-        await store.record_outcome(
-            slug=attempt.slug,
-            outcome=records.Outcome(
-                execution=attempt.execution,
-                generation=attempt.generation,
-                success=final.state == records.FinalState.COMPLETED,
-                summary=f"recorded by the controller: the attempt is {final.state}",
-                at=finals.timestamp(finals.now()),
-            ),
-        )
+        await _record_outcome(store=store, attempt=attempt, final=final)
     ready = finals.readiness(
         final=final, heartbeat=stored.heartbeat, deadline_seconds=deadline_seconds, at=finals.now()
     )
@@ -129,6 +120,23 @@ async def advance(
         gone=_removed_at_launch(hand),
     )
     return _finished(stored=stored, retained=retained)
+
+
+async def _record_outcome(
+    *, store: operations.AsyncStore, attempt: model.Attempt, final: records.FinalRecord
+) -> None:
+    """The controller's outcome of a final attempt, unless the worker reported one first."""
+    await store.record_outcome(
+        slug=attempt.slug,
+        outcome=records.Outcome(
+            execution=attempt.execution,
+            generation=attempt.generation,
+            success=final.state == records.FinalState.COMPLETED,
+            summary=f"recorded by the controller: the attempt is {final.state}",
+            at=finals.timestamp(finals.now()),
+        ),
+        life=attempt.owner_uid,
+    )
 
 
 async def _become_final(
@@ -176,6 +184,7 @@ async def _become_final(
     guard.check(before="recording the final record")
     final = await store.record_final(
         slug=attempt.slug,
+        life=attempt.owner_uid,
         final=records.FinalRecord(
             execution=attempt.execution,
             generation=attempt.generation,

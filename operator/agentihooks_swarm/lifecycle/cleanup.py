@@ -383,7 +383,7 @@ async def pin(
     if isinstance(entry, Unwritten):
         return entry
     guard.check(before="pinning the attempt's objects")
-    return await store.pin_journal(slug=attempt.slug, journal=entry)
+    return await store.pin_journal(slug=attempt.slug, journal=entry, life=attempt.owner_uid)
 
 
 async def run(
@@ -443,6 +443,7 @@ async def run(
         slug=attempt.slug,
         retained=retained,
         journal_version=None if isinstance(pinned, Unwritten) else pinned.version or 0,
+        life=attempt.owner_uid,
     )
     if stored is not retained:
         return stored

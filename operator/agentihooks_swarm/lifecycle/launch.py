@@ -485,7 +485,7 @@ async def _store(
     guard.check(before="storing the launch capture")
     try:
         stored = await runtime.recorder.record_startup(
-            slug=attempt.slug, execution=attempt.execution, record=record
+            slug=attempt.slug, execution=attempt.execution, record=record, life=attempt.owner_uid
         )
     except errors.StoreUnavailable as e:
         runtime.metrics.captures.labels(path="launch", result="kept").inc()

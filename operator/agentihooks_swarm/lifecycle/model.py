@@ -86,7 +86,7 @@ class Attempt:
 
 class Recorder(Protocol):
     async def record_startup(
-        self, *, slug: str, execution: str, record: records.StartupRecord
+        self, *, slug: str, execution: str, record: records.StartupRecord, life: str
     ) -> records.StartupRecord: ...
 
 

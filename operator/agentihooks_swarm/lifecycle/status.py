@@ -180,6 +180,21 @@ def name_in_use(*, slug: str, execution: str, owner: records.Owner | None) -> An
     )
 
 
+def records_forgotten(*, slug: str, execution: str, uid: str) -> Answer:
+    """This Execution's records were removed while it could still write them: none is written
+    again under its UID (see :class:`errors.Forgotten`), so it is neither launched nor moved on."""
+    message = (
+        f"The records of {execution} (swarm {slug}) of this Execution (uid {uid}) were removed by "
+        "`records forget` or the retention sweep while it could still write them. None of its records "
+        "is written again, so it is neither launched nor moved on; its worker Pod, if any, is let go "
+        "once it is being deleted. To run it again, create it anew (a new UID) or under a new name."
+    )
+    return Answer(
+        phase=INVALID,
+        conditions=(condition(type_="Invalid", status=True, reason="RecordsForgotten", message=message),),
+    )
+
+
 def slug_message(*, slug: str, namespace: str, owner: str) -> str:
     """Why a Swarm named ``slug`` in ``namespace`` cannot use its records: ``owner`` has the slug."""
     return (

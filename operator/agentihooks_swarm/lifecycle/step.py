@@ -4,8 +4,8 @@ Every trigger — a new Execution, a change of its spec or relaunch annotation, 
 periodic resync, a restart — ends in :meth:`Lifecycle.step`, called by the reconciler's workers,
 which never run two steps of one Execution at once (:mod:`controller.workqueue`). A step reads what it needs
 (the records in one round trip, the worker Pod), acts, and then writes the Execution once: one
-status patch that only applies to the Execution it read (its UID), the operator's finalizer, and
-its Events. So there is one path for the status and one for the Events, whatever the trigger.
+status patch that only applies to the Execution it read (its UID), then its Events. So there is one
+path for the status and one for the Events, whatever the trigger.
 
 What a step does, by the Execution's state:
 
@@ -15,16 +15,16 @@ What a step does, by the Execution's state:
   another Execution used is refused, ``NameInUse``)), then create or adopt the worker Pod, hand it
   its grant (launch removal on a refused hand), record the hand;
 * launched: :func:`attempts.advance` (final record, outcome, archive, final cleanup);
-* being deleted: the same, cancelled; once cleanup is done (or there was never a worker), the
-  finalizer goes and the Execution with it.
+* being deleted, or gone while tracked: the same, cancelled.
 
-The operator's finalizer goes on the Execution in the write of the first step that leaves a
-worker behind it (a worker running, or a cleanup still to do), so that deleting the Execution then
-waits for the cleanup. An attempt that ends in the step that launched it (a refused hand whose Pod
-launch removal captured and deleted) never needs it, and costs no finalizer round trip. Until the
-finalizer is on, the worker Pod itself keeps its evidence: its Execution owns it and its evidence
-finalizer holds it, so if the Execution goes first the garbage collector's delete waits for the
-orphan pass (:mod:`controller.orphans`) to capture it.
+The Execution carries no finalizer of the operator's: what a delete must not lose is the worker
+Pod's evidence, and the Pod keeps that itself. Its Execution owns it and its evidence finalizer
+holds it, so whoever deletes the Execution, the garbage collector's delete of the Pod leaves it
+terminating, readable, until a step (from the table's memory of the Execution) or the orphan pass
+(:mod:`controller.orphans`, after a restart) has captured it; as the Job controller keeps its
+Pods with a finalizer on each Pod, not on the Job. So a deleted Execution goes at once, and an
+attempt costs no finalizer round trips. Executions an earlier version launched still carry its
+finalizer (``labels.FINALIZER``) or kopf's: the step that finds their cleanup done removes it.
 
 Expected failures (the API server, Redis, a cleanup pass that must wait) become the status' answer
 and a later step; ``NotLeader`` ends the step without a write; anything else propagates to the
@@ -81,7 +81,7 @@ class Lifecycle:
     #: This replica, as its Events name it.
     instance: str
     archive_deadline_seconds: float
-    #: Finalizers an earlier version put on Executions: released with the operator's own.
+    #: kopf's finalizer, which an earlier version put on Executions: released with ``labels.FINALIZER``.
     legacy_finalizers: frozenset[str] = frozenset()
     #: The swarms' byte quota: at it, a swarm's new Executions wait (None: no quota).
     quota: quota_.Quota | None = None
@@ -108,6 +108,8 @@ class Lifecycle:
             await self._act(work)
         except errors.NotLeader:
             raise
+        except errors.Forgotten as e:
+            await self._forgotten(work, e)
         except Exception:
             if work.patch:  # What the step did before the surprise (a launched worker) is kept.
                 await self._write(work)
@@ -136,7 +138,6 @@ class Lifecycle:
                 return
             hand = await self._launch(work)
         if hand is not None:
-            work.hold = True
             await self._advance(work, hand)
 
     # --- launch ---------------------------------------------------------------------------------
@@ -184,7 +185,6 @@ class Lifecycle:
             work.retry_after = work_.LAUNCH_RETRY
             return None
         hand = launched.hand
-        work.hold = True  # A Pod exists now, whether or not Redis takes its hand below.
         work.looked = launched.pod
         earlier = work.view.get("conditions")
         work.answer(status_.handed(hand, detail=launched.detail, earlier=earlier), **work.observed())
@@ -202,6 +202,7 @@ class Lifecycle:
             await self.store.save_hand(
                 slug=tracked.swarm,
                 execution=tracked.name,
+                life=tracked.uid,
                 hand=hand,
                 final=None
                 if hand.handed
@@ -233,6 +234,11 @@ class Lifecycle:
             return None
         try:
             owner = await self.store.owner(slug=tracked.swarm, execution=tracked.name)
+            recorded = (
+                await self.store.recorded_hand(slug=tracked.swarm, execution=tracked.name, uid=tracked.uid)
+                if owner is not None and owner.uid == tracked.uid
+                else None
+            )
         except errors.StoreUnavailable as e:  # Unknown whether it launched: it stays until Redis says.
             self.runtime.metrics.store_failures.labels(path="cleanup").inc()
             logger.warning(
@@ -254,6 +260,11 @@ class Lifecycle:
         if owner is not None and owner.uid != tracked.uid:
             work.release = work.settled = True
             return None
+        if recorded is not None and recorded.generation == tracked.attempt_number:
+            # Its launch recorded the hand (the status write was lost, or the Execution is known
+            # again only by its Pod): the Pod's UID there finds it even after an orphaning delete
+            # stripped its owner reference.
+            return recorded
         return records.HandResult(
             generation=tracked.attempt_number, handed=True, pod=tracked.attempt().pod_name
         )
@@ -316,6 +327,8 @@ class Lifecycle:
             logger.debug("A step of %s/%s waits: %s", tracked.namespace, tracked.name, e)
             work.retry_after = work_.TERMINATING_RETRY
             return
+        except errors.Forgotten:
+            raise
         except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable, errors.StaleWrite) as e:
             self._stopped_early(work, e)
             return
@@ -327,6 +340,42 @@ class Lifecycle:
         if progress.done:
             work.settled = True
             work.release = True
+
+    async def _forgotten(self, work: work_.Work, error: errors.Forgotten) -> None:
+        """The user forgot this life's records (``records forget``) while a step of it was in
+        flight, most often after deleting its Execution: nothing more of it is written (each write
+        for a life refuses once it is forgotten). Its worker Pod, once being deleted, is let go:
+        its evidence is what the user chose to forget. One not being deleted stays (a worker of an
+        Execution still there, forgotten with ``--force``, whose status then says so: phase
+        ``Invalid``, reason ``RecordsForgotten``); deleting the Execution lets it go."""
+        tracked = work.tracked
+        self.runtime.metrics.cleanup_failures.labels(error=type(error).__name__).inc()
+        logger.warning(
+            "The records of %s/%s were forgotten while a step of it was in flight; nothing more of "
+            "it is recorded, and its worker Pod is let go once it is being deleted: %s",
+            tracked.namespace,
+            tracked.name,
+            error,
+        )
+        work.settled = True
+        if not tracked.gone:
+            answer = status_.records_forgotten(slug=tracked.swarm, execution=tracked.name, uid=tracked.uid)
+            work.answer(answer, **work.observed())
+        attempt = tracked.attempt()
+        pods = self.runtime.cluster.pods
+        try:
+            found = await pods.read(namespace=attempt.namespace, name=attempt.pod_name)
+            metadata = (found or {}).get("metadata") or {}
+            if found is not None and metadata.get("deletionTimestamp") and attempt.owns(found):
+                self.guard.check(before=f"letting go of the worker Pod of forgotten {tracked.name}")
+                uid = str(metadata.get("uid"))
+                await pods.release(namespace=attempt.namespace, name=attempt.pod_name, uid=uid, found=found)
+        except errors.ApiError as e:
+            work.settled = False
+            work.retry_after = work_.CONFLICT_RETRY
+            logger.warning(
+                "Could not let go of the worker Pod of %s/%s: %s", tracked.namespace, tracked.name, e
+            )
 
     def _stopped_early(self, work: work_.Work, error: Exception) -> None:
         tracked = work.tracked
@@ -371,13 +420,11 @@ class Lifecycle:
     # --- writes ---------------------------------------------------------------------------------
 
     async def _write(self, work: work_.Work) -> Mapping[str, Any] | None:
-        """The step's writes to the Execution: its status, its finalizers, its Events."""
+        """The step's writes to the Execution: its status, an earlier version's finalizer, its Events."""
         tracked = work.tracked
         if tracked.gone:
             return None
         after: Mapping[str, Any] | None = None
-        if work.hold and not work.release:
-            after = await self._hold(work)
         if work.patch:
             try:
                 after = await self.runtime.cluster.executions.patch_status(
@@ -402,40 +449,8 @@ class Lifecycle:
         )
         return after
 
-    async def _hold(self, work: work_.Work) -> Mapping[str, Any] | None:
-        """The operator's finalizer on the Execution, whose worker outlives this step: deleting it
-        then waits for the cleanup. A failed patch is tried by the next step; meanwhile the Pod's
-        owner reference and evidence finalizer keep its evidence (see the module docstring)."""
-        tracked = work.tracked
-        if FINALIZER in tracked.finalizers or tracked.deleting or tracked.gone:
-            return None  # A finalizer cannot be added to an Execution being deleted (the API refuses).
-        try:
-            after = await self.runtime.cluster.executions.patch(
-                namespace=tracked.namespace,
-                name=tracked.name,
-                body={
-                    "metadata": {
-                        "finalizers": [*tracked.finalizers, FINALIZER],
-                        "uid": tracked.uid,
-                        "resourceVersion": tracked.resource_version,
-                    }
-                },
-            )
-        except errors.ApiError as e:  # A newer version of it (the watch brings it), or an outage.
-            logger.info("Could not put the finalizer on %s/%s yet: %s", tracked.namespace, tracked.name, e)
-            retry = work_.CONFLICT_RETRY if isinstance(e, errors.PreconditionFailed) else work_.LAUNCH_RETRY
-            work.retry_after = retry if work.retry_after is None else min(work.retry_after, retry)
-            return None
-        metadata = after.get("metadata") or {}
-        work.tracked = dataclasses.replace(
-            tracked,
-            resource_version=str(metadata.get("resourceVersion") or tracked.resource_version),
-            finalizers=tuple(metadata.get("finalizers") or (*tracked.finalizers, FINALIZER)),
-        )
-        return after
-
     async def _release(self, work: work_.Work, after: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-        """Remove the operator's finalizer (and an earlier version's): its cleanup is over."""
+        """Remove the finalizer an earlier version put on the Execution: its cleanup is over."""
         tracked = work.tracked
         metadata = (after or {}).get("metadata") or {}
         current = tuple(metadata.get("finalizers") or tracked.finalizers) if after else tracked.finalizers

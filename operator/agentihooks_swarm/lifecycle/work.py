@@ -36,8 +36,6 @@ class Work:
     notes: events.Collected = dataclasses.field(default_factory=events.Collected)
     retry_after: float | None = None
     release: bool = False
-    #: A worker of this Execution may outlive the step: its write puts the operator's finalizer on.
-    hold: bool = False
     #: The worker Pod as this step's launch saw it (:attr:`launch.Launched.pod`), if it launched.
     looked: dict[str, Any] | None = None
     settled: bool = False

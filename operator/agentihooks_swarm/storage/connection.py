@@ -13,16 +13,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import redis.asyncio.cluster
 import redis.exceptions
 
-from agentihooks_swarm import errors, metrics as metrics_, records
+from agentihooks_swarm import errors, metrics as metrics_
 from agentihooks_swarm.storage import topology
 from agentihooks_swarm.storage.keys import RETENTION_INDEX, Durability, key
-
-_Record = TypeVar("_Record", records.FinalRecord, records.Outcome, records.Journal)
 
 #: Redirections while a slot moves or a cluster fails over: the write is sent again, this often.
 _REDIRECTED_TRIES: Final = 20
@@ -137,15 +135,6 @@ class Connection:
             await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
             await client.nodes_manager.initialize()
         raise AssertionError("unreachable")
-
-    async def _write_once(self, name: str, field: str, record: _Record) -> _Record:
-        """``HSETNX`` a record; return the stored one: ours (one round trip) or the earlier one."""
-        with translated():
-            if await self.redis.hsetnx(name, field, records.dump(record)):
-                return record
-            raw = await self.redis.hget(name, field)
-        # Gone between the two calls (only by hand): ours is what we meant to keep.
-        return record if raw is None else records.load(type(record), raw)
 
     async def ping(self) -> None:
         with translated():

@@ -34,7 +34,7 @@ import redis.asyncio.cluster
 import redis.exceptions
 
 from agentihooks_swarm import errors, metrics as metrics_, records, settings as settings_
-from agentihooks_swarm.storage import connection, failover, refusals, scripts, slugs, topology
+from agentihooks_swarm.storage import connection, failover, refusals, restoring, scripts, slugs, topology
 from agentihooks_swarm.storage.keys import (
     FINALS,
     FORGOTTEN,
@@ -56,22 +56,16 @@ from agentihooks_swarm.storage.keys import (
 )
 
 _Record = TypeVar("_Record", records.FinalRecord, records.Outcome, records.Journal)
+_Once = TypeVar("_Once", records.FinalRecord, records.Outcome)
 
-#: The hash of each kind of evidence a restore puts back (:mod:`failover`).
-_EVIDENCE: Final[dict[failover.Kind, str]] = {
-    "startup": STARTUP_DIAGNOSTICS,
-    "journal": JOURNAL,
-    "retained": RETAINED,
-    "owner": OWNERS,
-}
 _PIN: Final = scripts.load("pin")
 _SAVE_JOURNAL: Final = scripts.load("save_journal")
 _RETAIN: Final = scripts.load("retain")
-_RESTORE: Final = scripts.load("restore")
 _CLEAR_JOURNAL: Final = scripts.load("clear_journal")
 _CLAIM: Final = scripts.load("claim")
 _CLAIM_IN_SLUG: Final = scripts.load("claim_in_slug")
 _SWEEP: Final = scripts.load("sweep")
+_WRITE: Final = scripts.load("write")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,15 +73,6 @@ class OtherNamespace:
     """A claim's answer when the swarm's slug is another namespace's: nothing was claimed."""
 
     namespace: str
-
-
-_ANSWERS: Final[tuple[failover.Answer, ...]] = (
-    "written",
-    "changed",
-    "retained",
-    "owner_changed",
-    "forgotten",
-)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -141,7 +126,7 @@ class AttemptRecords:
         return self._get(STARTUP_DIAGNOSTICS, records.StartupRecord)
 
 
-class AsyncStore(connection.Connection):
+class AsyncStore(restoring.Restoring):
     """The operator's Redis operations. Every method is one round trip (or one pipeline)."""
 
     def __init__(
@@ -165,31 +150,55 @@ class AsyncStore(connection.Connection):
     # --- launch ---------------------------------------------------------------------------------
 
     async def record_startup(
-        self, *, slug: str, execution: str, record: records.StartupRecord
+        self, *, slug: str, execution: str, record: records.StartupRecord, life: str = ""
     ) -> records.StartupRecord:
-        """``HSETNX`` a launch capture; return the stored one: ``record``, or an earlier capture,
-        which is kept (the first capture of an execution wins).
+        """Write a launch capture once (the first capture of an execution wins); return the stored
+        one: ``record``, or an earlier capture, which is kept. ``life``: the writing Execution's
+        UID; :class:`errors.Forgotten` when that life's records were forgotten (nothing written).
 
         Durable (see the module docstring) before the delete that depends on it.
         """
-        name = self.key(slug, STARTUP_DIAGNOSTICS)
         raw = records.dump(record)
-        replies = await self._pipeline(
+        reply, owner = await self._pipeline(
             slug=slug,
             commands=[
-                ("HSETNX", name, execution, raw),
-                ("ZADD", self._index(slug), self.clock(), execution),
-                ("HGET", name, execution),
+                self._write(slug, STARTUP_DIAGNOSTICS, execution, raw, life=life, once=True, index=True),
                 ("HGET", self.key(slug, OWNERS), execution),
             ],
             durable=True,
         )
-        owner = replies[3] or ""
-        if replies[0] or replies[2] is None:
-            self._note("startup", slug=slug, execution=execution, raw=raw, owner=owner)
-            return record
-        self._note("startup", slug=slug, execution=execution, raw=str(replies[2]), owner=owner)
-        return records.load(records.StartupRecord, replies[2])
+        stored = self._written(reply, execution=execution, life=life)
+        self._note("startup", slug=slug, execution=execution, raw=stored or raw, owner=owner or "")
+        return record if stored is None else records.load(records.StartupRecord, stored)
+
+    def _write(
+        self, slug: str, name: str, execution: str, raw: str, *, life: str, once: bool, index: bool
+    ) -> tuple[Any, ...]:
+        """The command that writes one record of ``life`` unless it was forgotten (``write.lua``)."""
+        return (
+            "EVAL",
+            _WRITE,
+            3,
+            self.key(slug, name),
+            self.key(slug, FORGOTTEN),
+            self._index(slug),
+            execution,
+            raw,
+            life,
+            "nx" if once else "set",
+            self.clock() if index else "",
+        )
+
+    @staticmethod
+    def _written(reply: Any, *, execution: str, life: str) -> str | None:
+        """What ``write.lua`` answered: None when the record was written, the stored one when an
+        earlier write was kept; :class:`errors.Forgotten` for a forgotten life."""
+        if str(reply[0]) == "forgotten":
+            raise errors.Forgotten(
+                f"the records of {execution} (Execution UID {life}) were forgotten since this step "
+                "began; nothing was written"
+            )
+        return str(reply[1]) if str(reply[0]) == "kept" else None
 
     async def read_attempt(self, *, slug: str, execution: str) -> AttemptRecords:
         """Every record of one attempt a step may read, in one round trip (one ``HGET`` each): the
@@ -214,18 +223,20 @@ class AsyncStore(connection.Connection):
         execution: str,
         hand: records.HandResult,
         final: records.FinalRecord | None = None,
+        life: str = "",
     ) -> None:
-        """``HSET`` the hand result; with ``final`` (a refused hand), ``HSETNX`` it in the same pipeline.
-
-        An earlier final record is kept, as :meth:`record_final` keeps it.
-        """
-        commands: list[tuple[Any, ...]] = [
-            ("HSET", self.key(slug, HANDS), execution, records.dump(hand)),
-            ("ZADD", self._index(slug), self.clock(), execution),
+        """Write the hand result; with ``final`` (a refused hand), write it once in the same
+        pipeline (an earlier final record is kept, as :meth:`record_final` keeps it).
+        :class:`errors.Forgotten` when ``life``'s records were forgotten (nothing written)."""
+        commands = [
+            self._write(slug, HANDS, execution, records.dump(hand), life=life, once=False, index=True)
         ]
         if final is not None:
-            commands.append(("HSETNX", self.key(slug, FINALS), execution, records.dump(final)))
-        await self._pipeline(slug=slug, commands=commands, durable=False)
+            commands.append(
+                self._write(slug, FINALS, execution, records.dump(final), life=life, once=True, index=False)
+            )
+        for reply in await self._pipeline(slug=slug, commands=commands, durable=False):
+            self._written(reply, execution=execution, life=life)
 
     async def recorded_hand(self, *, slug: str, execution: str, uid: str) -> records.HandResult | None:
         """The hand result recorded for ``execution`` while the Execution with ``uid`` owned its
@@ -246,9 +257,21 @@ class AsyncStore(connection.Connection):
 
     # --- finals -----------------------------------------------------------------------------------
 
-    async def record_final(self, *, slug: str, final: records.FinalRecord) -> records.FinalRecord:
-        """Write an attempt's final record once; return the one that is stored (maybe an earlier one)."""
-        return await self._write_once(self.key(slug, FINALS), final.execution, final)
+    async def record_final(
+        self, *, slug: str, final: records.FinalRecord, life: str = ""
+    ) -> records.FinalRecord:
+        """Write an attempt's final record once; return the one that is stored (maybe an earlier
+        one). :class:`errors.Forgotten` when ``life``'s records were forgotten."""
+        return await self._write_once(slug=slug, name=FINALS, record=final, life=life)
+
+    async def _write_once(self, *, slug: str, name: str, record: _Once, life: str) -> _Once:
+        raw = records.dump(record)
+        with connection.translated():
+            reply = await self.redis.execute_command(
+                *self._write(slug, name, record.execution, raw, life=life, once=True, index=False)
+            )
+        stored = self._written(reply, execution=record.execution, life=life)
+        return record if stored is None else records.load(type(record), stored)
 
     async def read_final(self, *, slug: str, execution: str) -> records.FinalRecord | None:
         with connection.translated():
@@ -260,9 +283,10 @@ class AsyncStore(connection.Connection):
             raw = await self.redis.hget(self.key(slug, HEARTBEATS), execution)
         return None if raw is None else records.load(records.Heartbeat, raw)
 
-    async def record_outcome(self, *, slug: str, outcome: records.Outcome) -> records.Outcome:
-        """Write an outcome unless the worker reported one first (``HSETNX``); return the stored one."""
-        return await self._write_once(self.key(slug, OUTCOMES), outcome.execution, outcome)
+    async def record_outcome(self, *, slug: str, outcome: records.Outcome, life: str = "") -> records.Outcome:
+        """Write an outcome unless the worker reported one first; return the stored one.
+        :class:`errors.Forgotten` when ``life``'s records were forgotten."""
+        return await self._write_once(slug=slug, name=OUTCOMES, record=outcome, life=life)
 
     async def read_outcome(self, *, slug: str, execution: str) -> records.Outcome | None:
         with connection.translated():
@@ -271,20 +295,27 @@ class AsyncStore(connection.Connection):
 
     # --- cleanup ----------------------------------------------------------------------------------
 
-    async def pin_journal(self, *, slug: str, journal: records.Journal) -> records.Journal | records.Retained:
+    async def pin_journal(
+        self, *, slug: str, journal: records.Journal, life: str = ""
+    ) -> records.Journal | records.Retained:
         """Create the journal entry once; return the stored entry, or the retained record when the
-        execution is retained already (then no entry is created: see ``_PIN``)."""
+        execution is retained already (then no entry is created: see ``_PIN``).
+        :class:`errors.Forgotten` when ``life``'s records were forgotten."""
         journal.version = 1
         with connection.translated():
             reply = await self.redis.eval(
                 _PIN,
-                2,
+                3,
                 self.key(slug, JOURNAL),
                 self.key(slug, RETAINED),
+                self.key(slug, FORGOTTEN),
                 journal.execution,
                 records.dump(journal),
+                life,
             )
         kind = str(reply[0])
+        if kind == "forgotten":
+            self._written(reply, execution=journal.execution, life=life)
         if kind == "retained":
             return records.load(records.Retained, reply[1])
         if kind == "journal":
@@ -336,17 +367,18 @@ class AsyncStore(connection.Connection):
         self._note("journal", slug=slug, execution=journal.execution, raw=raw, owner=replies[1] or "")
 
     async def retain(
-        self, *, slug: str, retained: records.Retained, journal_version: int | None
+        self, *, slug: str, retained: records.Retained, journal_version: int | None, life: str = ""
     ) -> records.Retained:
         """Write the retained record, clear the journal entry and index the execution, atomically.
 
         The first retain wins: when the execution is retained already, nothing is written and
         the stored record is returned (and a journal entry left beside it goes). A journal entry
         that changed since ``journal_version`` was read (None: that was read as absent, and exists
-        now) raises :class:`errors.StaleWrite`. One script (all keys in the swarm's slot), durable
-        like the journal saves before it. The swarm is listed for the retention sweep first, so a
-        retained record is never unlisted: in the same pipeline, ahead of the script, except on a
-        cluster, where that list lives in another slot and is written on its own first.
+        now) raises :class:`errors.StaleWrite`; a forgotten ``life``, :class:`errors.Forgotten`.
+        One script (all keys in the swarm's slot), durable like the journal saves before it. The
+        swarm is listed for the retention sweep first, so a retained record is never unlisted: in
+        the same pipeline, ahead of the script, except on a cluster, where that list lives in
+        another slot and is written on its own first.
         """
         listed: list[tuple[Any, ...]] = [("SADD", f"{self.prefix}:swarms", slug)]
         if isinstance(self.redis, redis.asyncio.cluster.RedisCluster):
@@ -361,14 +393,16 @@ class AsyncStore(connection.Connection):
                 (
                     "EVAL",
                     _RETAIN,
-                    3,
+                    4,
                     self.key(slug, RETAINED),
                     self.key(slug, JOURNAL),
                     self._index(slug),
+                    self.key(slug, FORGOTTEN),
                     retained.execution,
                     raw,
                     self.clock(),
                     "" if journal_version is None else journal_version,
+                    life,
                 ),
                 ("HGET", self.key(slug, OWNERS), retained.execution),
             ],
@@ -378,6 +412,8 @@ class AsyncStore(connection.Connection):
         if int(reply[0]) == 0:
             self._note("retained", slug=slug, execution=retained.execution, raw=str(reply[1]), owner=owner)
             return records.load(records.Retained, reply[1])
+        if int(reply[0]) == -2:
+            self._written(["forgotten"], execution=retained.execution, life=life)
         if int(reply[0]) != 1:
             raise errors.StaleWrite(
                 f"the cleanup-journal entry of {retained.execution} changed since this step read it; "
@@ -393,84 +429,6 @@ class AsyncStore(connection.Connection):
                 _CLEAR_JOURNAL, 2, self.key(slug, JOURNAL), self.key(slug, RETAINED), execution
             )
         return bool(removed)
-
-    # --- after a failover (see :mod:`failover`) -----------------------------------------------------
-
-    def _note(self, kind: failover.Kind, *, slug: str, execution: str, raw: str, owner: str) -> None:
-        if self.recent is not None:
-            self.recent.note(kind=kind, slug=slug, execution=execution, raw=raw, owner=owner)
-
-    async def primary_id(self) -> str | None:
-        """The primary's replication id (a promoted replica, or a primary started again, has a new
-        one); None when the server answering is not a primary. Raises :class:`errors.Unwatchable`
-        on a cluster (each slot has its own primary) or a Redis that refuses ``INFO``."""
-        if isinstance(self.redis, redis.asyncio.cluster.RedisCluster):
-            raise errors.Unwatchable("a Redis Cluster: each slot has its own primary")
-        try:
-            with connection.translated():
-                info = await self.redis.info("replication")
-        except errors.StoreUnavailable as e:
-            if isinstance(e.__cause__, redis.exceptions.ResponseError):
-                raise errors.Unwatchable(f"INFO replication is refused: {e}") from e
-            raise
-        if info.get("role") != "master" or not info.get("master_replid"):
-            return None
-        return str(info["master_replid"])
-
-    async def read_evidence(self, *, kind: failover.Kind, slug: str, execution: str) -> str | None:
-        """One evidence record as stored (JSON), or None."""
-        with connection.translated():
-            raw = await self.redis.hget(self.key(slug, _EVIDENCE[kind]), execution)
-        return None if raw is None else str(raw)
-
-    async def replace_evidence(
-        self,
-        *,
-        kind: failover.Kind,
-        slug: str,
-        execution: str,
-        expected: str | None,
-        new: str,
-        owner: str,
-    ) -> failover.Answer:
-        """Write ``new`` if the stored record is still ``expected`` (None: none) and ``owner`` (the
-        name's owner claim when it was written) is still the owner or was never forgotten, durably
-        (``_RESTORE``): ``written``; ``changed`` when another write came first; ``retained`` for a
-        journal entry of an execution that is retained; ``owner_changed`` or ``forgotten`` when
-        the record's life is over (nothing is written then)."""
-        listed: list[tuple[Any, ...]] = (
-            [("SADD", f"{self.prefix}:swarms", slug)] if kind == "retained" else []
-        )
-        replies = await self._pipeline(
-            slug=slug,
-            commands=[
-                *listed,
-                (
-                    "EVAL",
-                    _RESTORE,
-                    6,
-                    self.key(slug, _EVIDENCE[kind]),
-                    self.key(slug, RETAINED),
-                    self.key(slug, JOURNAL),
-                    self._index(slug),
-                    self.key(slug, OWNERS),
-                    self.key(slug, FORGOTTEN),
-                    execution,
-                    expected or "",
-                    new,
-                    self.clock(),
-                    "1" if expected is None else "",
-                    kind,
-                    owner,
-                ),
-            ],
-            durable=True,
-        )
-        answer = str(replies[-1])
-        for known in _ANSWERS:
-            if answer == known:
-                return known
-        raise errors.StoreUnavailable(f"Redis answered {answer!r} to a restore")
 
     # --- owners -----------------------------------------------------------------------------------
 
@@ -519,10 +477,18 @@ class AsyncStore(connection.Connection):
         return self._claimed(claimed[0], slug=slug, execution=execution, owner=owner)
 
     def _claim_keys(self, slug: str) -> list[str]:
-        """The name claim's keys (``name_owner.lua``): owners, the index, every hash of LAUNCHED."""
-        return [self.key(slug, OWNERS), self._index(slug), *(self.key(slug, name) for name in LAUNCHED)]
+        """The name claim's keys (``name_owner.lua``): the tombstones, owners, the index, every
+        hash of LAUNCHED."""
+        return [
+            self.key(slug, FORGOTTEN),
+            self.key(slug, OWNERS),
+            self._index(slug),
+            *(self.key(slug, name) for name in LAUNCHED),
+        ]
 
     def _claimed(self, raw: Any, *, slug: str, execution: str, owner: records.Owner) -> records.Owner | None:
+        if raw == "forgotten":
+            self._written(["forgotten"], execution=execution, life=owner.uid)
         if not raw:
             return None
         claimed = records.load(records.Owner, raw)

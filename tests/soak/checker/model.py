@@ -273,9 +273,9 @@ class ExecutionHistory:
     launched: bool = False
     """A launch was recorded on it (``status.hand``)."""
     taken_on: bool = False
-    """The operator acted on it: it was seen with a finalizer or a status (the soak writes
-    neither). An Execution deleted before then was never launched: a launch holds it with the
-    operator's finalizer and claims its name before it creates a worker Pod."""
+    """The operator acted on it: it was seen with a status or a finalizer (the soak writes
+    neither; an earlier version put one on). An Execution deleted before then may have been
+    claimed but not written to by its launch, so a planted Pod of it is not judged."""
     converged_at: float | None = None
     """When it was first seen in a converged phase."""
     deleting_at: float | None = None

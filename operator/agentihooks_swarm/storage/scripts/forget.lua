@@ -1,4 +1,4 @@
--- uses: tombstone
+-- uses: owner_uid, tombstone
 -- KEYS: index, tombstones, their index, owners, journal, then every other hash of RECORDS. ARGV:
 -- execution, force ('1'), now, the tombstones' horizon, their batch. Removes every record of the
 -- execution and leaves its tombstone; refuses (-1) while a journal entry exists, unless forced.

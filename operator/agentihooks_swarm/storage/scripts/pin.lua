@@ -1,7 +1,10 @@
--- KEYS: journal, retained. ARGV: execution, the new entry. A journal entry is created once, and
--- never once the execution is retained (a step that read "no journal" before another retained it
--- must not leave a new entry behind; one left beside the retained record by a retain that failed
--- after its write goes). Returns {'pinned'}, {'journal', entry} or {'retained', record}.
+-- uses: forgotten
+-- KEYS: journal, retained, tombstones. ARGV: execution, the new entry, the writer's Execution UID.
+-- A journal entry is created once, and never once the execution is retained (a step that read "no
+-- journal" before another retained it must not leave a new entry behind; one left beside the
+-- retained record by a retain that failed after its write goes), nor for a forgotten life.
+-- Returns {'pinned'}, {'journal', entry}, {'retained', record} or {'forgotten'}.
+if forgotten(KEYS[3], ARGV[1], ARGV[3]) then return {'forgotten'} end
 local retained = redis.call('HGET', KEYS[2], ARGV[1])
 if retained then
   redis.call('HDEL', KEYS[1], ARGV[1])

@@ -1,4 +1,4 @@
--- uses: tombstone
+-- uses: owner_uid, tombstone
 -- A restore after Redis changed its primary (:mod:`failover`): compare-and-set on the stored value,
 -- and only for the life that wrote the record. KEYS: the record's hash, retained, journal, index,
 -- owners, tombstones. ARGV: execution, the value the restore read, the record to write, now, '1'

@@ -1,4 +1,4 @@
--- uses: tombstone
+-- uses: owner_uid, tombstone
 -- KEYS: index, journal, tombstones, their index, owners, retained, then every other swept hash.
 -- ARGV: cutoff, now, batch, the tombstones' horizon, their batch.
 -- An execution with a journal entry (cleanup unfinished) or without a retained record (still

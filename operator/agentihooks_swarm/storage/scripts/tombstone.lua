@@ -1,11 +1,6 @@
 -- KEYS[t], KEYS[t+1]: the tombstones and their index. Marks a forgotten life (see FORGOTTEN) and
--- removes tombstones older than the horizon, a bounded batch at a time.
-local function owner_uid(owner)
-  if not owner then return '' end
-  local ok, decoded = pcall(cjson.decode, owner)
-  if ok and type(decoded) == 'table' and type(decoded['uid']) == 'string' then return decoded['uid'] end
-  return ''
-end
+-- removes tombstones older than the horizon, a bounded batch at a time. Needs owner_uid (each
+-- script that uses this one lists it first).
 local function tombstone(tombs, index, execution, owner, now, horizon, batch)
   local uid = owner_uid(owner)
   local marks = {execution}

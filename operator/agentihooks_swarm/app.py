@@ -254,6 +254,7 @@ def _tables(
         owners=table.named,
         wake=queue.add,
         evidence=functools.partial(queue.add, priority=Priority.EVIDENCE),
+        handed=table.handed,
     )
     return queue, table, workers
 

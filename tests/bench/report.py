@@ -101,10 +101,11 @@ WHY_IN: Final[dict[tuple[Scenario, str], str]] = {
         "and no adoption read, unless the watch had not listed it yet"
     ),
     ("B", f"GET {_POD}/{{pod}}"): (
-        "the finality check: a step of a launched attempt reads the Pod unless the watch shows it "
-        "running (every container running) or not started yet within its startup deadline, or the "
-        "step's own launch just made it; the read that finds it Failed is also the read its "
-        "cleanup judges it by"
+        "the finality check reads the Pod only when the watch cannot answer: a handed worker's "
+        "Pod the watch saw Failed is judged and captured from the watch's copy (kept once "
+        "terminal), and one running, or not started within its startup deadline, needs no read. "
+        "A read here is a copy the watch had not kept, or one refused at the delete (its "
+        "resourceVersion was not the latest) and read again"
     ),
     ("A", f"PATCH {_EXECUTION}/status"): (
         "one per step: the attempt is final at once, so one step launches (adopts), captures, "

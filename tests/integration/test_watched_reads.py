@@ -8,7 +8,10 @@ the real API server through the fault proxy, with the watch itself behind that p
 * the watch listing again (after a 410 or a failed watch, its list held back): it answers
   nothing, and the step lists the Pods itself;
 * a worker that has not started (a container waiting) is judged from the watch while it is within
-  its startup deadline (no read), and read, and given its kubelet deadline, once past it.
+  its startup deadline (no read), and read, and given its kubelet deadline, once past it;
+* a handed worker that failed is judged and captured from the watch's copy of its terminal Pod
+  (no read), and a copy the watch had not brought up to date is refused at the delete, read
+  again, captured and deleted.
 
 No Pod is missed and none is left behind in any of them."""
 
@@ -31,6 +34,7 @@ from tests.support import builders, cleanup_passes, pods, watching
 from tests.support.fixtures_rig import Rig
 from tests.support.planting import SLUG
 from tests.support.proxy import WATCH_QUERY, Respond, WatchError
+from tests.support.watching import until
 
 pytestmark = pytest.mark.integration
 
@@ -47,11 +51,16 @@ class Watched:
 
 
 @contextlib.asynccontextmanager
-async def watched_runtime(rig: Rig) -> AsyncIterator[Watched]:
+async def watched_runtime(rig: Rig, *, handed: bool = False) -> AsyncIterator[Watched]:
     """The operator's runtime with its worker Pods' watch, both through the proxy; the watch's
-    requests end every second, so a rule on the next one takes effect at once."""
+    requests end every second, so a rule on the next one takes effect at once. ``handed``: every
+    worker counts as handed its grant (the table keeps its terminal Pod whole)."""
     async with rig.runtime() as runtime:
-        table = worker_pods.WorkerPods(owners=lambda namespace, execution: (), wake=lambda uid: None)
+        table = worker_pods.WorkerPods(
+            owners=lambda namespace, execution: (),
+            wake=lambda uid: None,
+            handed=(lambda namespace, execution: True) if handed else None,
+        )
         watch = informer.Informer(
             name="worker pods",
             sources=[runtime.cluster.pods.worker_pods_listing(namespace=rig.namespace)],
@@ -347,3 +356,71 @@ async def test_a_launch_does_not_hand_its_grant_to_a_pod_the_lagging_watch_still
         assert after["status"]["hand"]["handed"] is True
         assert after["status"]["hand"]["podUid"] != old["metadata"]["uid"]
         await _cancel_and_clean_up(rig, steps, name)
+
+
+async def _failed_and_kept(rig: Rig, found: Watched, name: str) -> str:
+    """Execution ``name`` launched, its worker failed (exit 1) and kept whole by the watch."""
+    failing = pods.protocol_annotations(phase="Failed", run_for="1s", exit_code=1, reason="Error")
+    await watching.create(rig.api, builders.swarm(name=SLUG, namespace=rig.namespace, annotations=failing))
+    await watching.create(rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG))
+    worker = labels.worker_pod_name(execution=name, generation=1)
+    await rig.steps(found.runtime).step(await rig.tracked(name))
+
+    def kept() -> bool:
+        pod = found.table.seen(namespace=rig.namespace, name=worker).pod
+        return pod is not None and pod.terminal() is not None
+
+    await until("the watch keeps the failed worker's Pod whole", kept)
+    return worker
+
+
+def _calls(rig: Rig, method: str, worker: str) -> int:
+    path = rf"/api/v1/namespaces/{rig.namespace}/pods/{worker}$"
+    return sum(1 for c in rig.proxy.calls() if c.method == method and re.match(path, c.path))
+
+
+async def _captured(rig: Rig, name: str, worker: str) -> None:
+    """Retained: the worker deleted, with the capture of its exit 1; and gone."""
+    retained = await cleanup_passes.retained_of(rig.store, await rig.attempt(execution=name))
+    [removed] = retained["removed"]["pods"]
+    assert (removed["name"], removed["outcome"]) == (worker, "deleted")
+    [container] = removed["startup"]["containers"]
+    assert container["terminated"]["exitCode"] == 1
+    await cleanup_passes.gone(rig.api, rig.namespace, worker)
+
+
+async def test_a_handed_worker_that_failed_is_judged_and_captured_from_the_watch(rig: Rig) -> None:
+    name = "failed"
+    async with watched_runtime(rig, handed=True) as found:
+        worker = await _failed_and_kept(rig, found, name)
+        rig.proxy.reset_counts()
+        done = await rig.steps(found.runtime).step(await rig.tracked(name))
+        assert done.settled, done
+        assert _calls(rig, "GET", worker) == 0  # Judged from the watch's copy.
+        assert _calls(rig, "DELETE", worker) == 1
+    await _captured(rig, name, worker)
+
+
+async def test_a_terminal_copy_the_watch_has_not_brought_up_to_date_is_read_again_before_the_delete(
+    rig: Rig,
+) -> None:
+    name = "stale"
+    async with watched_runtime(rig, handed=True) as found:
+        worker = await _failed_and_kept(rig, found, name)
+        before = rig.proxy.count(method="GET", path=_pods_path(rig), query=WATCH_QUERY)
+        held = rig.proxy.delay(seconds=30, method="GET", path=_pods_path(rig), query=WATCH_QUERY, times=None)
+        await rig.proxy.wait_for_count(
+            at_least=before + 1, timeout=10, method="GET", path=_pods_path(rig), query=WATCH_QUERY
+        )
+        # The Pod changes after the copy the watch keeps (a new resourceVersion it has not seen).
+        await client.CoreV1Api(rig.api).patch_namespaced_pod(
+            worker, rig.namespace, {"metadata": {"annotations": {"example.com/seen": "later"}}}
+        )
+        rig.proxy.reset_counts()
+        done = await rig.steps(found.runtime).step(await rig.tracked(name))
+        assert found.watch.synced
+        rig.proxy.remove_rule(held)
+        assert done.settled, done
+        assert _calls(rig, "DELETE", worker) == 2  # The copy's version refused, then as read.
+        assert _calls(rig, "GET", worker) == 1
+    await _captured(rig, name, worker)

@@ -208,3 +208,46 @@ def test_the_table_keeps_each_pods_creation_time_and_startup_deadline_for_the_st
     assert found is not None and (found.created, found.deadline) == ("2026-12-02T00:00:00Z", "90")
     bare = table.seen(namespace="ns", name="swarm-worker-e-2-1").pod
     assert bare is not None and (bare.created, bare.deadline) == ("", "")
+
+
+def test_a_handed_workers_terminal_pod_is_kept_whole_and_handed_out_as_a_copy() -> None:
+    handed = {("ns", "e-1")}
+    table = worker_pods.WorkerPods(
+        owners=lambda namespace, name: (), wake=lambda uid: None, handed=lambda ns, name: (ns, name) in handed
+    )
+    table.synced(True)
+    running = pod()
+    running["metadata"]["managedFields"] = [{"manager": "kwok"}]
+    listed(table, running, pod(name="swarm-worker-e-2-1", execution="e-2", uid="p2", phase="Failed"))
+    seen = table.seen(namespace="ns", name="swarm-worker-e-1-1").pod
+    assert seen is not None and seen.terminal() is None  # Running: it may still change.
+    refused = table.seen(namespace="ns", name="swarm-worker-e-2-1").pod
+    assert refused is not None and refused.terminal() is None  # Not handed: launch removal reads it.
+
+    failed = pod(state="terminated", phase="Failed")
+    failed["metadata"]["managedFields"] = [{"manager": "kwok"}]
+    table.apply("MODIFIED", failed)
+    seen = table.seen(namespace="ns", name="swarm-worker-e-1-1").pod
+    assert seen is not None
+    copy = seen.terminal()
+    assert copy is not None and "managedFields" not in copy["metadata"]
+    assert copy["status"] == failed["status"] and copy["metadata"]["uid"] == "p1"
+    copy["status"]["phase"] = "Running"  # A step's copy: the table's stays as watched.
+    again = seen.terminal()
+    assert again is not None and again["status"]["phase"] == "Failed"
+    unwired = worker_pods.WorkerPods(owners=lambda namespace, name: (), wake=lambda uid: None)
+    unwired.synced(True)
+    listed(unwired, failed)  # No ``handed``: nothing is kept whole.
+    kept = unwired.seen(namespace="ns", name="swarm-worker-e-1-1").pod
+    assert kept is not None and kept.terminal() is None
+
+
+def test_the_executions_table_says_whether_an_execution_of_a_name_handed_its_worker() -> None:
+    table = executions.Executions(expiry=executions.Expiry(default_ttl=None))
+    assert not table.handed("ns", "e-1")
+    table.observe(uid="u1", kind="ADDED", body=execution("u1", "e-1"))
+    assert table.handed("ns", "e-1") and not table.handed("other", "e-1")
+    unhanded = execution("u2", "e-2")
+    unhanded["status"]["hand"] = {"handed": False, "reason": "project_unpermitted"}
+    table.observe(uid="u2", kind="ADDED", body=unhanded)
+    assert not table.handed("ns", "e-2")

@@ -265,6 +265,17 @@ class Executions:
         deleted still cleans up and a new one took its name)."""
         return tuple(self._named.get((namespace, name), ()))
 
+    def handed(self, namespace: str, name: str) -> bool:
+        """Whether a tracked Execution with this name has handed its worker its grant (its status
+        says so): a step of it judges its worker's terminal Pod from the watch
+        (:class:`worker_pods.WorkerPods`)."""
+        for uid in self._named.get((namespace, name), ()):
+            tracked = self._items.get(uid)
+            hand = tracked.status.get("hand") if tracked is not None else None
+            if isinstance(hand, Mapping) and hand.get("handed") is True:
+                return True
+        return False
+
     def __iter__(self) -> Iterator[Tracked]:
         return iter(list(self._items.values()))
 

@@ -9,7 +9,9 @@ change wakes it.
 
 :class:`WorkerPods` is the informer's handler for every Pod with the execution label. Of each it
 keeps only what a step judges (:func:`digest`, a few short strings), and it wakes the Executions
-that the Pod's namespace and execution label name, through ``owners`` (the Executions' table):
+that the Pod's namespace and execution label name, through ``owners`` (the Executions' table);
+of a handed worker's Pod in a terminal phase it keeps the whole object, which the finality check
+judges instead of reading it again (:meth:`~agentihooks_swarm.lifecycle.watched.WorkerPod.terminal`):
 
 * a Pod whose digest changed (a watch event, or a list after the watch lost its place);
 * a Pod that was deleted, or that a new list no longer shows.
@@ -36,6 +38,8 @@ from agentihooks_swarm.lifecycle.watched import UNKNOWN, Seen, WorkerPod, digest
 
 __all__ = ["PAGE", "PARKED_ROUNDS", "WorkerPod", "WorkerPods", "digest"]
 
+#: The phases a Pod never leaves.
+TERMINAL: Final = frozenset({"Failed", "Succeeded"})
 #: Pods listed per request when the watch (re)lists.
 PAGE: Final = 500
 #: A parked Execution is stepped by every this many resyncs (not every one): what a Pod change
@@ -56,9 +60,13 @@ class WorkerPods:
         owners: Callable[[str, str], Iterable[str]],
         wake: Callable[[str], None],
         evidence: Callable[[str], None] | None = None,
+        handed: Callable[[str, str], bool] | None = None,
     ) -> None:
         """``wake``: queue an Execution's step; ``evidence``: queue it first, for a worker that
-        may have ended (``wake`` when not given)."""
+        may have ended (``wake`` when not given). ``handed``: whether an Execution of this
+        namespace and name handed its worker its grant; such a worker's terminal Pod is kept
+        whole (:meth:`WorkerPod.terminal`). Without it, none is."""
+        self._handed = handed
         self._owners = owners
         self._wake = wake
         self._evidence = evidence or wake
@@ -126,6 +134,7 @@ class WorkerPods:
             held=owners.holds_evidence(body),
             created=str(metadata.get("creationTimestamp") or ""),
             deadline=str(_mapping(metadata.get("annotations")).get(labels.STARTUP_DEADLINE) or ""),
+            body=self._kept(body, namespace=key[0], execution=execution),
         )
         self._pods[key] = new
         if old is None:
@@ -136,6 +145,17 @@ class WorkerPods:
             self._wake_owners(key[0], execution, pod=new)
             if old.execution != execution:
                 self._wake_owners(key[0], old.execution)
+
+    def _kept(self, body: Mapping[str, Any], *, namespace: str, execution: str) -> Mapping[str, Any] | None:
+        """``body`` without its managedFields when it is terminal and its Execution handed it its
+        grant (a step then judges it without a read); else None. A refused launch's Pod is not
+        kept: launch removal reads it again anyway, and thousands may wait at once."""
+        if _mapping(body.get("status")).get("phase") not in TERMINAL:
+            return None
+        if self._handed is None or not self._handed(namespace, execution):
+            return None
+        metadata = {k: v for k, v in _mapping(body.get("metadata")).items() if k != "managedFields"}
+        return {**body, "metadata": metadata}
 
     def end(self) -> None:
         listed, self._listed = self._listed or set(), None

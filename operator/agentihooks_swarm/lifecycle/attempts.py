@@ -159,7 +159,7 @@ async def _become_final(
     )
     if unread is not None:
         return unread
-    pod = await runtime.cluster.pods.read(namespace=attempt.namespace, name=hand.pod) if hand.handed else None
+    pod = await _read_worker(runtime=runtime, attempt=attempt, hand=hand) if hand.handed else None
     if isinstance(pod, dict) and not attempt.owns(pod):
         pod = None  # A look-alike under the worker's name is not the worker: the worker is gone.
     if pod is not None:
@@ -206,6 +206,18 @@ async def _become_final(
         + (f" ({final.reason})." if final.reason else "."),
     )
     return final
+
+
+async def _read_worker(
+    *, runtime: model.Runtime, attempt: model.Attempt, hand: records.HandResult
+) -> dict[str, Any] | None:
+    """The handed worker's Pod: as the watch kept it once terminal (:meth:`watched.WorkerPod.terminal`),
+    when that is the attempt's own; else read now."""
+    seen = runtime.workers.seen(namespace=attempt.namespace, name=hand.pod) if runtime.workers else None
+    kept = seen.pod.terminal() if seen is not None and seen.pod is not None else None
+    if kept is not None and attempt.owns(kept):
+        return kept
+    return await runtime.cluster.pods.read(namespace=attempt.namespace, name=hand.pod)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -17,13 +17,18 @@ where a stale view costs nothing but a later step, and never where it could cost
   started (Pending, a container waiting) within its startup deadline (its creation time and
   deadline annotation, kept with its digest) has nothing a live read could act on either: only
   its ending or that deadline could, and its ending is a change the watch brings, which wakes the
-  step; the deadline is judged again at the next resync. Anything else (a container terminated,
-  being deleted, past its startup deadline, an outcome or a cancel to act on) is read live, as
-  the startup deadline's action and the capture need the whole Pod.
+  step; the deadline is judged again at the next resync. A Pod the watch saw in a terminal phase
+  (``Failed``, ``Succeeded``), of an Execution that handed it its grant, is judged and captured
+  from the watch's copy (:meth:`WorkerPod.terminal`): no phase follows those, and its delete or
+  release names the copy's ``resourceVersion``, so a copy that lags is refused and read again.
+  Anything else (a container terminated, being deleted, past its startup deadline, an outcome or
+  a cancel to act on) is read live, as the startup deadline's action and the capture need the
+  whole Pod.
 * **The cleanup pin** is not built from the watch alone: see :func:`cleanup.pin`.
 
-Whatever the watch says, only a live read of a Pod decides whether it is captured or deleted (the
-spec's re-read), and a delete applies only to the UID (and version) that read saw.
+Whatever the watch says, a Pod is deleted or released only as the API server has it: the delete
+(or release) applies only to the UID and resourceVersion that were judged. Launch removal judges
+only a live read (the spec's re-read).
 
 A watch out of sync (listing again after a 410, a failure, before its first list) answers
 nothing: :meth:`WorkerWatch.seen` says it does not know, and the step reads live.
@@ -31,6 +36,7 @@ nothing: :meth:`WorkerWatch.seen` says it does not know, and the step reads live
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -95,6 +101,9 @@ class WorkerPod:
     #: is still within that deadline (:func:`finals.within_deadline`) needs no read.
     created: str = ""
     deadline: str = ""
+    #: The whole Pod as watched, kept only once it is terminal (``Failed``, ``Succeeded``) and its
+    #: Execution has handed it its grant: see :meth:`terminal`.
+    body: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def uid(self) -> str:
@@ -125,6 +134,14 @@ class WorkerPod:
         if self.held:
             metadata["finalizers"] = [owners.EVIDENCE_FINALIZER]
         return {"metadata": metadata, "status": {"phase": self.digest[1]}}
+
+    def terminal(self) -> dict[str, Any] | None:
+        """The whole Pod as the watch saw it in a terminal phase (a copy), or None when the watch
+        did not keep it. A Pod's phase never leaves ``Failed`` or ``Succeeded``, so the finality
+        check judges it from this instead of reading it again; its capture reads the logs live,
+        and its delete (or release) carries this version's ``resourceVersion`` as a precondition,
+        so a copy the watch had not brought up to date is refused and read again."""
+        return None if self.body is None else copy.deepcopy(dict(self.body))
 
     def running(self) -> bool:
         """Running, with every container (init containers included) running, and not being

@@ -104,7 +104,7 @@ class StaleWrite(SwarmError):
     """
 
 
-class Forgotten(StaleWrite):
+class Forgotten(SwarmError):
     """The records of the life this step writes for were forgotten (``records forget``, or the
     retention sweep) since it began: nothing was written, and nothing of that life will be.
 

@@ -9,9 +9,7 @@ change wakes it.
 
 :class:`WorkerPods` is the informer's handler for every Pod with the execution label. Of each it
 keeps only what a step judges (:func:`digest`, a few short strings), and it wakes the Executions
-that the Pod's namespace and execution label name, through ``owners`` (the Executions' table);
-of a handed worker's Pod in a terminal phase it keeps the whole object, which the finality check
-judges instead of reading it again (:meth:`~agentihooks_swarm.lifecycle.watched.WorkerPod.terminal`):
+that the Pod's namespace and execution label name, through ``owners`` (the Executions' table):
 
 * a Pod whose digest changed (a watch event, or a list after the watch lost its place);
 * a Pod that was deleted, or that a new list no longer shows.
@@ -25,7 +23,9 @@ A Pod that is new to the table wakes nothing when it comes from the watch (the l
 created it has just stepped), and wakes its Execution when it comes from a later list (it may
 have changed while nobody watched). The first list wakes nothing: the operator's first resync
 steps everything. A step reads the Pod itself where it decides anything of it; the view also
-spares it the reads a stale answer cannot harm (:mod:`lifecycle.watched`).
+spares it the reads a stale answer cannot harm (:mod:`lifecycle.watched`). Of a handed worker's
+Pod in a terminal phase the table keeps the whole object, which the finality check judges instead
+of reading it again (:meth:`~agentihooks_swarm.lifecycle.watched.WorkerPod.terminal`).
 """
 
 from __future__ import annotations

@@ -327,8 +327,6 @@ class Lifecycle:
             logger.debug("A step of %s/%s waits: %s", tracked.namespace, tracked.name, e)
             work.retry_after = work_.TERMINATING_RETRY
             return
-        except errors.Forgotten:
-            raise
         except (cleanup.PassFailed, errors.ApiError, errors.StoreUnavailable, errors.StaleWrite) as e:
             self._stopped_early(work, e)
             return

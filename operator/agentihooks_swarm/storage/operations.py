@@ -194,10 +194,7 @@ class AsyncStore(restoring.Restoring):
         """What ``write.lua`` answered: None when the record was written, the stored one when an
         earlier write was kept; :class:`errors.Forgotten` for a forgotten life."""
         if str(reply[0]) == "forgotten":
-            raise errors.Forgotten(
-                f"the records of {execution} (Execution UID {life}) were forgotten since this step "
-                "began; nothing was written"
-            )
+            raise _forgotten(execution=execution, life=life)
         return str(reply[1]) if str(reply[0]) == "kept" else None
 
     async def read_attempt(self, *, slug: str, execution: str) -> AttemptRecords:
@@ -315,7 +312,7 @@ class AsyncStore(restoring.Restoring):
             )
         kind = str(reply[0])
         if kind == "forgotten":
-            self._written(reply, execution=journal.execution, life=life)
+            raise _forgotten(execution=journal.execution, life=life)
         if kind == "retained":
             return records.load(records.Retained, reply[1])
         if kind == "journal":
@@ -413,7 +410,7 @@ class AsyncStore(restoring.Restoring):
             self._note("retained", slug=slug, execution=retained.execution, raw=str(reply[1]), owner=owner)
             return records.load(records.Retained, reply[1])
         if int(reply[0]) == -2:
-            self._written(["forgotten"], execution=retained.execution, life=life)
+            raise _forgotten(execution=retained.execution, life=life)
         if int(reply[0]) != 1:
             raise errors.StaleWrite(
                 f"the cleanup-journal entry of {retained.execution} changed since this step read it; "
@@ -488,7 +485,7 @@ class AsyncStore(restoring.Restoring):
 
     def _claimed(self, raw: Any, *, slug: str, execution: str, owner: records.Owner) -> records.Owner | None:
         if raw == "forgotten":
-            self._written(["forgotten"], execution=execution, life=owner.uid)
+            raise _forgotten(execution=execution, life=owner.uid)
         if not raw:
             return None
         claimed = records.load(records.Owner, raw)
@@ -534,6 +531,14 @@ class AsyncStore(restoring.Restoring):
                 TOMBSTONES_PRUNED,
             )
         return Swept(removed=int(removed), kept=int(kept))
+
+
+def _forgotten(*, execution: str, life: str) -> errors.Forgotten:
+    """A write for ``life`` that a script refused: its records were forgotten."""
+    return errors.Forgotten(
+        f"the records of {execution} (Execution UID {life}) were forgotten since this step began; "
+        "nothing was written"
+    )
 
 
 @contextlib.asynccontextmanager

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import doc_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.doc_blocks import REPO, Block, runnable, substituted, substitutions, user_pages
 
@@ -30,24 +31,17 @@ EXPECTED: dict[str, str] = {
 
 
 def run_block(block: Block, *, plane: ControlPlane, namespace: str, home: Path) -> str:
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(plane.kubeconfig),
-        "PATH": f"{plane.bin_dir}:{os.environ['PATH']}",
-        "IMAGE": "ghcr.io/agentihooks/agentihooks-swarm:0.1.0",  # the pages' own; nothing is pulled
-        **{f"HELM_{part}_HOME": str(home / part.lower()) for part in ("CACHE", "CONFIG", "DATA")},
-    }
-    script = substituted(block.text, substitutions(namespace=namespace))
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
+    done = doc_blocks.run(
+        block,
+        kubeconfig=plane.kubeconfig,
+        bin_dir=plane.bin_dir,
+        image="ghcr.io/agentihooks/agentihooks-swarm:0.1.0",  # the pages' own; nothing is pulled
+        replacements=substitutions(namespace=namespace),
+        home=home,
         timeout=240,
-        check=False,
     )
     said = done.stdout + done.stderr
+    script = substituted(block.text, substitutions(namespace=namespace))
     assert done.returncode == 0, f"{block.where()} failed ({done.returncode}):\n{script}\n{said}"
     return said
 

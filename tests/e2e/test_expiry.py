@@ -48,13 +48,7 @@ async def test_a_done_execution_expires_and_its_records_still_answer(scene: Scen
     process = scene.start()
 
     status = await scene.until_phase("short-lived", "Done", process=process)
-    assert status["hand"] == {
-        "handed": False,
-        "reason": "project_unpermitted",
-        "removed": True,
-        "podUid": status["hand"]["podUid"],
-        "terminal": False,
-    }
+    planting.assert_removed_unpermitted(status["hand"])
     assert status["finishedAt"].endswith("Z")
     await until_gone(scene, "short-lived", process=process, what="the expired Execution to be deleted")
     await until_logged(process, "expired (ttlSecondsAfterFinished), deleted", what="the expiry in the log")

@@ -58,13 +58,7 @@ async def test_refused_worker_evidence_outlives_the_pod(scene: Scene) -> None:
         return status if status.get("hand") else None
 
     status = await scene.until(refused, what="the hand result", process=process)
-    assert status["hand"] == {
-        "handed": False,
-        "reason": "project_unpermitted",
-        "removed": True,
-        "podUid": status["hand"]["podUid"],
-        "terminal": False,
-    }
+    planting.assert_removed_unpermitted(status["hand"])
     assert status["phase"] in ("Refused", "Done")
     await scene.until(
         lambda: _absent(scene.api, scene.namespace, pod_name),

@@ -26,11 +26,8 @@ async def test_a_worker_pod_someone_deletes_that_never_stops_ends_its_attempt_fa
     rig: Rig,
 ) -> None:
     name = "deleted"
-    attempt = await rig.running_execution(name)
     core = client.CoreV1Api(rig.api)
-    async with rig.runtime() as runtime:
-        steps = rig.steps(runtime)
-        await rig.launched(steps, name)
+    async with rig.stepping_running(name) as (attempt, steps, _):
         await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=0)
         deleted_at = time.monotonic()
 

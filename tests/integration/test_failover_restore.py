@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -59,17 +60,24 @@ async def until_answered(watch: failover.PrimaryWatch) -> int:
     raise AssertionError("the watch never reached the new primary")
 
 
+@contextlib.asynccontextmanager
+async def watched_store(
+    topology: SentinelTopology,
+) -> AsyncIterator[tuple[operations.AsyncStore, metrics.Metrics, failover.PrimaryWatch]]:
+    """One operator replica on ``topology``, its writes acknowledged by the primary alone
+    (``REDIS_MIN_REPLICAS=0``): its store, its metrics and its primary watch, which has looked once
+    at the primary as it is and found nothing to restore."""
+    collector = metrics.Metrics()
+    async with operations.open_store(topology.settings(redis_min_replicas=0), metrics=collector) as store:
+        watch = primary_watch(store, collector)
+        assert await watch.check() == 0
+        yield store, collector, watch
+
+
 async def test_records_a_failover_lost_are_put_back_by_their_writer(
     sentinel_topology: SentinelTopology,
 ) -> None:
-    collector = metrics.Metrics()
-    async with operations.open_store(
-        sentinel_topology.settings(redis_min_replicas=0), metrics=collector
-    ) as store:
-        assert store.recent is not None
-        watch = primary_watch(store, collector)
-        assert await watch.check() == 0  # The primary as it is: nothing to restore.
-
+    async with watched_store(sentinel_topology) as (store, collector, watch):
         sentinel_topology.relay.hold()  # From here the replica misses every write.
         launch = records.StartupRecord(pod="p1", uid="u1", labels={}, startup=capture("launch refusal"))
         await store.record_startup(slug=SLUG, execution="e1", record=launch)
@@ -92,6 +100,7 @@ async def test_records_a_failover_lost_are_put_back_by_their_writer(
             ],
         )
         await store.retain(slug=SLUG, retained=ours, journal_version=1)
+        assert store.recent is not None
         assert {w.kind for w in store.recent.entries()} == {"startup", "journal", "retained"}
 
         old = await asyncio.to_thread(sentinel_topology.kill_primary)
@@ -127,13 +136,7 @@ async def test_a_stale_step_after_a_failover_never_costs_the_capture(
 ) -> None:
     """The step that wrote the capture, retried on the lagging new primary, finds its Pod gone and
     retains it without the capture, through the same process: the capture still comes back."""
-    collector = metrics.Metrics()
-    async with operations.open_store(
-        sentinel_topology.settings(redis_min_replicas=0), metrics=collector
-    ) as store:
-        assert store.recent is not None
-        watch = primary_watch(store, collector)
-        assert await watch.check() == 0
+    async with watched_store(sentinel_topology) as (store, collector, watch):
         assert await store.claim(slug=SLUG, execution="e1", owner=owner("uid-1")) == owner("uid-1")
         pinned = await store.pin_journal(
             slug=SLUG, journal=journal(execution="e1", pods=[records.PinnedObject(name="p1", uid="u1")])
@@ -285,12 +288,7 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(
 ) -> None:
     """``records forget`` leaves a tombstone, and a name's new owner is another life: the records
     an earlier life wrote stay gone, though the process that wrote them still holds them."""
-    config = sentinel_topology.settings(redis_min_replicas=0)
-    collector = metrics.Metrics()
-    async with operations.open_store(config, metrics=collector) as store:
-        assert store.recent is not None
-        watch = primary_watch(store, collector)
-        assert await watch.check() == 0
+    async with watched_store(sentinel_topology) as (store, collector, watch):
         for execution in ("e1", "e2"):
             await store.claim(slug=SLUG, execution=execution, owner=owner(f"old-{execution}"))
             await store.record_startup(
@@ -298,7 +296,7 @@ async def test_a_restore_never_brings_back_a_forgotten_or_replaced_life(
                 execution=execution,
                 record=records.StartupRecord(pod="p", uid="u", labels={}, startup=capture("old life")),
             )
-        people = store_.connect(config)
+        people = store_.connect(sentinel_topology.settings(redis_min_replicas=0))
         for execution in ("e1", "e2"):
             assert people.forget(slug=SLUG, execution=execution) == 2  # The owner claim and the capture.
         # e2 is applied again: its new life claims the name.

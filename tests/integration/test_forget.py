@@ -3,7 +3,6 @@ Execution that owns its records (by UID) is gone, and says which one holds it.""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 from pathlib import Path
 
@@ -23,13 +22,8 @@ SLUG = "forgetful"
 async def forget(
     *, redis_url: str, kubeconfig: Path | None, execution: str, force: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        commands.records_forget,
-        slug=SLUG,
-        execution=execution,
-        redis_url=redis_url,
-        kubeconfig=kubeconfig,
-        force=force,
+    return await commands.records_forget_in_thread(
+        slug=SLUG, execution=execution, redis_url=redis_url, kubeconfig=kubeconfig, force=force
     )
 
 

@@ -34,13 +34,8 @@ async def claimed(store: operations.AsyncStore, *, execution: str, namespace: st
 async def forget(
     rig: Rig, redis_url: str, *, execution: str, **options: Any
 ) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        commands.records_forget,
-        slug=SLUG,
-        execution=execution,
-        redis_url=redis_url,
-        kubeconfig=rig.kubeconfig,
-        **options,
+    return await commands.records_forget_in_thread(
+        slug=SLUG, execution=execution, redis_url=redis_url, kubeconfig=rig.kubeconfig, **options
     )
 
 

@@ -49,11 +49,9 @@ async def test_a_deleted_executions_step_in_flight_writes_nothing_back_once_its_
     forgets its records while a step of it is still to come: that step writes nothing of the
     forgotten life back to Redis, and lets its worker Pod go (held, being deleted)."""
     name = "forgotten"
-    attempt = await rig.running_execution(name)
     core = client.CoreV1Api(rig.api)
-    async with rig.runtime() as runtime:
-        steps = rig.steps(runtime)
-        in_flight = dataclasses.replace(await rig.launched(steps, name), gone=True)
+    async with rig.stepping_running(name) as (attempt, steps, launched):
+        in_flight = dataclasses.replace(launched, gone=True)
         await delete_execution(rig, name)
         # As the collector does; kwok never stops it, so the step ends the attempt past its grace.
         await core.delete_namespaced_pod(attempt.pod_name, rig.namespace, grace_period_seconds=0)
@@ -71,11 +69,8 @@ async def test_a_running_execution_whose_records_were_forced_away_stops_and_says
     rig: Rig, redis_url: str
 ) -> None:
     name = "forced"
-    attempt = await rig.running_execution(name)
     core = client.CoreV1Api(rig.api)
-    async with rig.runtime() as runtime:
-        steps = rig.steps(runtime)
-        launched = await rig.launched(steps, name)
+    async with rig.stepping_running(name) as (attempt, steps, launched):
         assert forget(redis_url, slug=attempt.slug, execution=name, force=True) == 2
         await watching.merge_patch(
             rig.api, namespace=rig.namespace, plural="executions", name=name, body={"spec": {"cancel": True}}

@@ -48,6 +48,17 @@ async def watching_leader(api: client.ApiClient, *, namespace: str) -> NewLeader
     return leader
 
 
+async def adopted_once(rig: Rig, *, uid: str, name: str) -> tuple[NewLeader, model.Runtime]:
+    """A new leader, its watch listed, whose orphan pass adopts Execution ``uid`` (``name``, of
+    the Swarm ``SLUG``) once; the leader and the runtime it ran with, for their table and metrics."""
+    leader = await watching_leader(rig.api, namespace=rig.namespace)
+    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
+        await adopts_once(
+            leader, runtime=runtime, store=rig.store, uid=uid, namespace=rig.namespace, name=name, swarm=SLUG
+        )
+    return leader, runtime
+
+
 async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_once(
     rig: Rig, swarm_crds: list[str]
 ) -> None:
@@ -67,17 +78,7 @@ async def test_only_a_claimed_name_whose_execution_is_gone_is_adopted_and_only_o
     owner = records.Owner(uid="uid-of-the-gone-twin", namespace=namespace, at="2026-12-02T00:00:00Z")
     assert await store.claim(slug=SLUG, execution="twin", owner=owner) == owner
     await plant(admin_api, namespace=namespace, execution="twin")
-    leader = await watching_leader(admin_api, namespace=namespace)
-    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
-        await adopts_once(
-            leader,
-            runtime=runtime,
-            store=store,
-            uid=claims["gone"],
-            namespace=namespace,
-            name="gone",
-            swarm=SLUG,
-        )
+    leader, runtime = await adopted_once(rig, uid=claims["gone"], name="gone")
     assert leader.table.named(namespace, "gone") == (claims["gone"],)
     assert leader.table.get(claims["alive"]) is None and leader.table.get(claims["elsewhere"]) is None
     assert leader.table.get("uid-of-the-gone-twin") is None
@@ -93,18 +94,8 @@ async def test_an_unclaimed_pod_that_its_gone_execution_owns_and_holds_is_adopte
     its Execution is gone, so that its cleanup releases it instead of leaving it held for good."""
     admin_api, namespace, store = rig.api, rig.namespace, rig.store
     await plant(admin_api, namespace=namespace, execution="lost", owner_uid="uid-of-the-lost-claim")
-    leader = await watching_leader(admin_api, namespace=namespace)
     assert await store.owner(slug=SLUG, execution="lost") is None
-    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
-        await adopts_once(
-            leader,
-            runtime=runtime,
-            store=store,
-            uid="uid-of-the-lost-claim",
-            namespace=namespace,
-            name="lost",
-            swarm=SLUG,
-        )
+    await adopted_once(rig, uid="uid-of-the-lost-claim", name="lost")
 
 
 async def test_an_unowned_pod_its_recorded_hand_names_is_adopted_and_one_it_does_not_name_is_not(
@@ -125,16 +116,6 @@ async def test_an_unowned_pod_its_recorded_hand_names_is_adopted_and_one_it_does
         recorded = planted.metadata.uid if name == "orphaned" else "uid-of-the-pod-its-launch-made"
         hand = records.HandResult(generation=1, handed=True, pod=attempt.pod_name, pod_uid=recorded)
         await store.save_hand(slug=SLUG, execution=name, hand=hand)
-    leader = await watching_leader(admin_api, namespace=namespace)
-    async with rig.runtime(kubeconfig=rig.cluster.kubeconfig) as runtime:
-        await adopts_once(
-            leader,
-            runtime=runtime,
-            store=store,
-            uid="uid-of-orphaned",
-            namespace=namespace,
-            name="orphaned",
-            swarm=SLUG,
-        )
+    leader, runtime = await adopted_once(rig, uid="uid-of-orphaned", name="orphaned")
     assert leader.table.get("uid-of-twin") is None
     assert runtime.metrics.look_alike_pods.labels(path="orphans")._value.get() == 1  # The twin.

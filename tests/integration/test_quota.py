@@ -7,7 +7,6 @@ brings the swarm back under."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -223,12 +222,8 @@ async def test_a_swarm_at_its_quota_waits_others_launch_captures_go_on_and_forge
         await client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
             "swarm.agentihooks.io", "v1alpha1", namespace, "executions", "old"
         )
-        forgot = await asyncio.to_thread(
-            commands.records_forget,
-            slug=FULL,
-            execution="old",
-            redis_url=redis_url,
-            kubeconfig=control_plane.kubeconfig,
+        forgot = await commands.records_forget_in_thread(
+            slug=FULL, execution="old", redis_url=redis_url, kubeconfig=control_plane.kubeconfig
         )
         assert forgot.returncode == 0, forgot.stderr
         await watching.eventually(

@@ -69,8 +69,7 @@ def _reads(found: Watching, source: str) -> float:
 
 
 async def _launched(rig: Rig, found: Watching, name: str, *, project: str = "allowed") -> dict[str, Any]:
-    """Execution ``name`` created and stepped once: its hand; the operator's finalizer (on when its
-    worker outlived the step) taken off again, for the namespace's teardown."""
+    """Execution ``name`` created and stepped once: its hand."""
     await watching.create(
         rig.api, builders.execution(name=name, namespace=rig.namespace, swarm=SLUG, project=project)
     )
@@ -78,14 +77,7 @@ async def _launched(rig: Rig, found: Watching, name: str, *, project: str = "all
     assert tracked is not None
     await found.steps.step(tracked)
     after = await watching.execution(rig.api, namespace=rig.namespace, name=name)
-    if after["metadata"].get("finalizers"):
-        await watching.merge_patch(
-            rig.api,
-            namespace=rig.namespace,
-            plural="executions",
-            name=name,
-            body={"metadata": {"finalizers": None}},
-        )
+    assert not after["metadata"].get("finalizers")  # An Execution carries none of the operator's.
     hand: dict[str, Any] = after["status"]["hand"]
     return hand
 

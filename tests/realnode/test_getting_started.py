@@ -9,17 +9,16 @@ the example's busybox (the node's busybox image).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import images
+from tests.support import doc_blocks, images
 from tests.support.chart_in_cluster import IMAGE_VALUES, SERVICE_NOT_YET, run
 from tests.support.cluster import ControlPlane
-from tests.support.doc_blocks import REPO, Block, runnable, substituted, substitutions, user_pages
+from tests.support.doc_blocks import REPO, Block, runnable, substitutions, user_pages
 
 PAGE = REPO / "docs" / "getting-started.md"
 INSTALL = "helm install agentihooks-swarm charts/agentihooks-swarm"
@@ -29,20 +28,13 @@ def run_block(
     block: Block, *, plane: ControlPlane, namespace: str, home: Path
 ) -> subprocess.CompletedProcess[str]:
     replacements = {**substitutions(namespace=namespace), INSTALL: f"{INSTALL} {' '.join(IMAGE_VALUES)}"}
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(plane.kubeconfig),
-        "PATH": f"{plane.bin_dir}:{os.environ['PATH']}",
-        "IMAGE": images.OPERATOR_REF,
-        **{f"HELM_{part}_HOME": str(home / part.lower()) for part in ("CACHE", "CONFIG", "DATA")},
-    }
-    script = substituted(block.text, replacements)
-    return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
+    return doc_blocks.run(
+        block,
+        kubeconfig=plane.kubeconfig,
+        bin_dir=plane.bin_dir,
+        image=images.OPERATOR_REF,
+        replacements=replacements,
+        home=home,
         timeout=300,
     )
 

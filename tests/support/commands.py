@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def records_forget(
@@ -38,6 +41,12 @@ def records_forget(
         timeout=60,
         check=False,
     )
+
+
+async def records_forget_in_thread(**options: Any) -> subprocess.CompletedProcess[str]:
+    """:func:`records_forget` (same keyword arguments) in a thread, so that the test's event loop
+    goes on serving: the command's requests reach the API server through the test's own proxy."""
+    return await asyncio.to_thread(functools.partial(records_forget, **options))
 
 
 def records_release(*, slug: str, namespace: str, redis_url: str) -> subprocess.CompletedProcess[str]:

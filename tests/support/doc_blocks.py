@@ -19,6 +19,7 @@ section, and the README.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -233,6 +234,38 @@ def substituted(text: str, replacements: dict[str, str]) -> str:
 
 def runnable(pages: list[Path], *, mark: str = "runs") -> list[Block]:
     return [block for page in pages for block in blocks(page) if block.mark == mark]
+
+
+def run(
+    block: Block,
+    *,
+    kubeconfig: Path,
+    bin_dir: Path,
+    image: str,
+    replacements: dict[str, str],
+    home: Path,
+    timeout: float,
+) -> subprocess.CompletedProcess[str]:
+    """``block`` as a user runs it, ``replacements`` made in its text: ``bash -euo pipefail`` in the
+    repository, on ``kubeconfig``'s cluster with ``bin_dir``'s kubectl and helm first on the PATH,
+    helm's homes under ``home`` and ``$IMAGE`` set to ``image``. What it printed is returned, not
+    judged."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "IMAGE": image,
+        **{f"HELM_{part}_HOME": str(home / part.lower()) for part in ("CACHE", "CONFIG", "DATA")},
+    }
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", substituted(block.text, replacements)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @cache

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,18 @@ class Rig:
         attempt = await self.attempt(execution=name)
         await pods.wait_for_phase(self.api, namespace=self.namespace, name=attempt.pod_name, phase="Running")
         return await self.tracked(name)
+
+    @contextlib.asynccontextmanager
+    async def stepping_running(
+        self, name: str
+    ) -> AsyncIterator[tuple[model.Attempt, step.Lifecycle, model.Tracked]]:
+        """Execution ``name`` of a Swarm whose workers run for ten minutes (:meth:`running_execution`),
+        launched by one step of a runtime through the proxy (:meth:`launched`): its attempt, the
+        steps, open until the block ends, and the Execution as tracked once its worker runs."""
+        attempt = await self.running_execution(name)
+        async with self.runtime() as runtime:
+            steps = self.steps(runtime)
+            yield attempt, steps, await self.launched(steps, name)
 
     def steps(self, runtime: model.Runtime) -> step.Lifecycle:
         """The lifecycle's step of one Execution, on ``runtime`` and the store, unguarded."""

@@ -121,3 +121,16 @@ async def plant_refused_worker(
     await client.CoreV1Api(api).create_namespaced_pod(namespace, planted)
     await pods.wait_for_phase(api, namespace=namespace, name=pod_name, phase="Failed")
     return pod_name
+
+
+def assert_removed_unpermitted(hand: dict[str, Any]) -> None:
+    """``status.hand`` of an Execution whose project its Swarm does not permit, after launch
+    removal took its planted refused worker (:func:`plant_refused_worker`): not handed, the Pod
+    removed (under whatever UID it had), the attempt not ended by a worker's exit."""
+    assert hand == {
+        "handed": False,
+        "reason": "project_unpermitted",
+        "removed": True,
+        "podUid": hand["podUid"],
+        "terminal": False,
+    }

@@ -34,8 +34,10 @@ from typing import Final
 from tests.soak.checker.model import Loss
 from tests.soak.checker.records import DEFAULT_PREFIX
 from tests.soak.plan import ALSO_HOLDS, API_FAULTS, GROUPS, FaultPlan, Plan
+from tests.soak.redis_set import GATE_TIMEOUT
 from tests.soak.rig import Replica, Rig
 from tests.support.proxy import WATCH_QUERY, Delay, Hang, Reset, Respond, Rule, WatchError
+from tests.support.redis_server import RedisServer
 
 #: The query of any request that is not a watch (a watch that never answers is a network
 #: outage kopf never recovers from by itself; timeouts and slow answers hit the other requests).
@@ -323,18 +325,35 @@ class Injector:
             await asyncio.to_thread(primary.start)
             what = f"kill -9 primary {primary.port}, started again at once from its AOF"
         else:
+            what = await self._failover(fault, primary)
+        await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=1)
+        after = await asyncio.to_thread(redis_set.primary_port)
+        return f"{what}; primary now {after}" + ("" if settled else " (the set was not settled before)")
+
+    async def _failover(self, fault: FaultPlan, primary: RedisServer) -> str:
+        """``kill -9`` the primary, start it again ``fault.seconds`` later, and wait until the
+        Sentinels have made it a replica: until then it may answer writes as a primary of its own,
+        lost when it is converted, so the fault (and the Loss the checker derives from it) lasts
+        that long. While the operators run with ``REDIS_MIN_REPLICAS=0`` the workload's forgets
+        wait the fault out (:class:`~tests.soak.redis_set.Gate`): a forget there is a person's
+        write that Redis may lose by its own doing, which is not what the soak judges."""
+        redis_set = self.rig.sentinel_set
+        gated = self.unreplicated.is_set()
+        if gated:
+            await asyncio.to_thread(redis_set.gate.close, timeout=GATE_TIMEOUT)
+        try:
+            if gated:
+                await asyncio.to_thread(redis_set.wait_replicated, primary)
             await asyncio.to_thread(primary.kill)
             await asyncio.sleep(fault.seconds)
             await asyncio.to_thread(primary.start)
             what = f"kill -9 primary {primary.port} (failover), started again after {fault.seconds:.1f}s"
-            # Until then it may answer writes as a primary of its own, lost when it is converted:
-            # the fault (and the Loss the checker derives from it) lasts that long.
             began = time.monotonic()
             await asyncio.to_thread(redis_set.wait_replica, primary, timeout=RECOVERY)
-            what += f", a replica again {time.monotonic() - began:.1f}s after"
-        await asyncio.to_thread(redis_set.wait_settled, timeout=RECOVERY, replicas=1)
-        after = await asyncio.to_thread(redis_set.primary_port)
-        return f"{what}; primary now {after}" + ("" if settled else " (the set was not settled before)")
+            return what + f", a replica again {time.monotonic() - began:.1f}s after"
+        finally:
+            if gated:
+                redis_set.gate.open()
 
     async def _lost_writes(self, fault: FaultPlan, record: Injected) -> str:
         redis_set = self.rig.sentinel_set

@@ -90,9 +90,12 @@ class Loss:
 
 
 class Gate:
-    """Keeps a person's writes (the workload's ``records forget``) out of a hold: :meth:`lose_writes`
-    closes it and waits for the ones under way before it holds the links, and opens it again once
-    the primary is killed."""
+    """Keeps a person's writes (the workload's ``records forget``) out of a span in which Redis
+    itself may lose them: :meth:`lose_writes` closes it and waits for the ones under way before it
+    holds the links, and opens it again once the primary is killed; a ``redis-primary-kill`` while
+    the primary acknowledges writes alone (``REDIS_MIN_REPLICAS=0``) closes it from before the kill
+    until the old primary, started again, answers as a replica (until then it takes writes as a
+    primary of its own, and loses them when the Sentinels convert it)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -367,6 +370,26 @@ class SentinelSet:
             time.sleep(0.1)
         raise RedisServerError(
             f"the replicas did not replicate through their relays within {RELINK_TIMEOUT}s: {self.describe()}"
+        )
+
+    def wait_replicated(self, primary: RedisServer, *, timeout: float = 10.0) -> None:
+        """Until every replica linked to ``primary`` has what it holds now (its replication offset
+        at the call): a write it acknowledged alone before then is on the replicas too."""
+        ahead = _offset(primary, "master_repl_offset")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.exceptions.RedisError, KeyError, ValueError):
+                info = redis.Redis(port=primary.port, socket_timeout=2).info("replication")
+                offsets = [
+                    int(value["offset"])
+                    for name, value in info.items()
+                    if name.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+                ]
+                if offsets and min(offsets) >= ahead:
+                    return
+            time.sleep(0.05)
+        raise RedisServerError(
+            f"the replicas did not reach offset {ahead} within {timeout}s: {self.describe()}"
         )
 
     def wait_promoted(self, *, old: RedisServer, timeout: float = 60.0) -> int:

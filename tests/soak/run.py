@@ -8,7 +8,7 @@ import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -229,7 +229,7 @@ async def _run(
     calm = origin + max(ledger.end, workload.last_activity)
     timings["workload and faults"] = time.monotonic() - origin
     print(f"soak: {workload.now():7.1f}s workload and faults over; waiting for convergence", flush=True)
-    await _converge(pods_seen, executions_seen, deadline=calm + options.bound)
+    await _converge(pods_seen, executions_seen, created=workload.created_uids, deadline=calm + options.bound)
     timings["convergence wait"] = time.monotonic() - calm
     # The end state is frozen before it is read: the operators are stopped where they are
     # (they may still be working when the bound is past), the watches stop, one list
@@ -352,8 +352,12 @@ async def _supervise(rig: Rig) -> None:
         await asyncio.sleep(SAMPLE_EVERY)
 
 
-async def _converge(pods_seen: PodObserver, executions_seen: ExecutionObserver, *, deadline: float) -> None:
+async def _converge(
+    pods_seen: PodObserver, executions_seen: ExecutionObserver, *, created: Set[str], deadline: float
+) -> None:
     """Until every Execution converged or went, and no worker Pod is left, or ``deadline``.
+    ``created``: the UIDs of the Executions the workload created; one the checker's watch has not
+    seen yet is not converged (the workload's last create can end it just before its event).
 
     Once every Execution has converged, a Pod left is left for good (Done means its cleanup
     finished), so the wait ends 15 s later rather than at the deadline.
@@ -367,7 +371,7 @@ async def _converge(pods_seen: PodObserver, executions_seen: ExecutionObserver, 
             and not e.vanished
             and (e.deleting_at is not None or e.phase not in CONVERGED)
         ]
-        if not pending:
+        if not pending and created <= executions_seen.executions.keys():
             if not pods_seen.live():
                 return
             converged_since = converged_since or time.monotonic()

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.soak.redis_set import SentinelSet
+from tests.soak.redis_set import SentinelSet, _replicaof
+from tests.support.redis_relay import Relay
+from tests.support.redis_server import RedisServerError
 
 pytestmark = pytest.mark.integration
 
@@ -80,3 +82,33 @@ def test_a_hold_waits_for_a_forget_under_way_and_lets_none_start(redis_set: Sent
     assert not holding.is_alive() and redis_set.holds_done == 1
     assert redis_set.gate.enter()  # Open again once the primary is killed.
     redis_set.gate.leave()
+
+
+def test_a_failover_kill_waits_until_the_replicas_have_what_the_primary_acknowledged(
+    redis_set: SentinelSet,
+) -> None:
+    """``wait_replicated``, which a ``redis-primary-kill`` runs before its kill while the operators
+    run with ``REDIS_MIN_REPLICAS=0``: a replica whose link is held keeps it waiting, and it returns
+    once that replica has the write."""
+    primary = redis_set.primary()
+    assert primary is not None
+    held = redis_set.replicas()[0]
+    relay = Relay(upstream_port=primary.port)
+    relay.start()
+    try:
+        _replicaof(held, relay.port)
+        redis_set._wait_linked(primary, {held.port: relay.port})
+        relay.hold()
+        writer = redis.Redis(port=primary.port)
+        writer.hset(KEY, "e1", "x")  # Acknowledged by the primary alone.
+        with pytest.raises(RedisServerError, match="did not reach offset"):
+            redis_set.wait_replicated(primary, timeout=2)
+        relay.release()
+        redis_set.wait_replicated(primary, timeout=10)
+        reader = redis.Redis(port=held.port)
+        assert reader.hexists(KEY, "e1")
+        writer.close()
+        reader.close()
+    finally:
+        relay.close()
+        _replicaof(held, primary.port)

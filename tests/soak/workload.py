@@ -26,10 +26,11 @@ deployment/...`` runs it (its API server credentials and Redis, through that rep
 proxies); then the same name is applied again: a new Execution (a new UID), launched. When forget
 refuses (the owning Execution still exists, it cannot ask the API server, Redis is down, the
 cleanup is unfinished) the refusal is kept and it runs again 2 s later. A forget never runs while
-a ``redis-lost-writes`` fault holds the replicas' links: with ``REDIS_MIN_REPLICAS=0`` a forget there
-is acknowledged by the primary alone and lost with it, which brings the forgotten records back
-by Redis' own doing; the failover restore is about what the operator wrote, not what a person
-removed (docs/redis.md), so that is not what the soak judges. A name planned ``in_hold`` is applied
+a ``redis-lost-writes`` fault holds the replicas' links, nor, with ``REDIS_MIN_REPLICAS=0``, from a
+``redis-primary-kill`` until the old primary is a replica again: a forget there is acknowledged by a
+primary alone and lost with it, which brings the forgotten records back by Redis' own doing; the
+failover restore is about what the operator wrote, not what a person removed (docs/redis.md), so
+that is not what the soak judges. A name planned ``in_hold`` is applied
 again while such a fault holds the links (its new owner claim and first records are then lost in
 the failover, and the operator must put back the new life's, never the forgotten one's).
 """
@@ -144,6 +145,9 @@ class Workload:
         self.reuse_patience = reuse_patience
         #: When (seconds after ``origin``) the workload last created, cancelled or deleted something.
         self.last_activity = 0.0
+        #: The UIDs of the Executions it created: the convergence wait waits for the checker's watch
+        #: to see each of them (one created last may not be seen yet when the workload ends).
+        self.created_uids: set[str] = set()
         #: Pods the soak planted itself (refused-adopted), by UID: the UID of their Execution.
         self.planted: dict[str, str] = {}
         #: refused-adopted Executions (by UID) whose worker Pod the operator created first.
@@ -258,6 +262,8 @@ class Workload:
                 forgotten.in_hold = held and self.replication_held()
                 self.tally.forgotten_in_hold += int(forgotten.in_hold)
             self.tally.created[execution.kind] += 1
+            if uid:
+                self.created_uids.add(uid)
             self.last_activity = self.now()
             if execution.incarnation:
                 self.tally.reused += 1

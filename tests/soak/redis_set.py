@@ -374,7 +374,8 @@ class SentinelSet:
 
     def wait_replicated(self, primary: RedisServer, *, timeout: float = 10.0) -> None:
         """Until every replica linked to ``primary`` has what it holds now (its replication offset
-        at the call): a write it acknowledged alone before then is on the replicas too."""
+        at the call): a write it acknowledged alone before then is on the replicas too. With no
+        replica in sync there is nothing to wait for (and no replica to promote either)."""
         ahead = _offset(primary, "master_repl_offset")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -385,7 +386,7 @@ class SentinelSet:
                     for name, value in info.items()
                     if name.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
                 ]
-                if offsets and min(offsets) >= ahead:
+                if min(offsets, default=ahead) >= ahead:
                     return
             time.sleep(0.05)
         raise RedisServerError(

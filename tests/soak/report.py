@@ -122,8 +122,9 @@ class Report:
         )
         return (
             f"**{tally.forgotten}** forgotten ({len(tally.forget_refusals)} refusals, tried again; "
-            f"{tally.forget_waited} waited for held links); {lives} applied again ({held} while a fault "
-            f"held the links), {counts['new lives Done']} Done; their worker Pods {pods}, gone {gone} "
+            f"{tally.forget_waited} waited for the gate: held links or a failover); {lives} applied "
+            f"again ({held} while a fault held the links), {counts['new lives Done']} Done; their "
+            f"worker Pods {pods}, gone {gone} "
             f"(refused {refused}); refused Pods of the forgotten lives judged just before the forget: "
             f"{judged}; Done attempts with their workers gone or going: {done} of {attempts}"
         )

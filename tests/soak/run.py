@@ -229,7 +229,8 @@ async def _run(
     calm = origin + max(ledger.end, workload.last_activity)
     timings["workload and faults"] = time.monotonic() - origin
     print(f"soak: {workload.now():7.1f}s workload and faults over; waiting for convergence", flush=True)
-    await _converge(pods_seen, executions_seen, created=workload.created_uids, deadline=calm + options.bound)
+    existing = await workload.existing()
+    await _converge(pods_seen, executions_seen, existing=existing, deadline=calm + options.bound)
     timings["convergence wait"] = time.monotonic() - calm
     # The end state is frozen before it is read: the operators are stopped where they are
     # (they may still be working when the bound is past), the watches stop, one list
@@ -353,11 +354,12 @@ async def _supervise(rig: Rig) -> None:
 
 
 async def _converge(
-    pods_seen: PodObserver, executions_seen: ExecutionObserver, *, created: Set[str], deadline: float
+    pods_seen: PodObserver, executions_seen: ExecutionObserver, *, existing: Set[str], deadline: float
 ) -> None:
     """Until every Execution converged or went, and no worker Pod is left, or ``deadline``.
-    ``created``: the UIDs of the Executions the workload created; one the checker's watch has not
-    seen yet is not converged (the workload's last create can end it just before its event).
+    ``existing``: the UIDs of the Executions listed once the workload was over; one the checker's
+    watch has not seen yet is not converged (the workload's last create can end it just before
+    the watch's event comes).
 
     Once every Execution has converged, a Pod left is left for good (Done means its cleanup
     finished), so the wait ends 15 s later rather than at the deadline.
@@ -371,7 +373,7 @@ async def _converge(
             and not e.vanished
             and (e.deleting_at is not None or e.phase not in CONVERGED)
         ]
-        if not pending and created <= executions_seen.executions.keys():
+        if not pending and existing <= executions_seen.executions.keys():
             if not pods_seen.live():
                 return
             converged_since = converged_since or time.monotonic()

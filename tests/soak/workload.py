@@ -115,7 +115,8 @@ class Tally:
     forget_refusals: list[str] = field(default_factory=list)
     """Each refusal of ``records forget`` (it was run again later)."""
     forget_waited: int = 0
-    """Forgets that waited for a redis-lost-writes fault's held links to end."""
+    """Forgets that waited for the gate (:class:`~tests.soak.redis_set.Gate`): a redis-lost-writes
+    hold, or a failover while the primary acknowledges alone."""
 
 
 class Workload:
@@ -145,9 +146,6 @@ class Workload:
         self.reuse_patience = reuse_patience
         #: When (seconds after ``origin``) the workload last created, cancelled or deleted something.
         self.last_activity = 0.0
-        #: The UIDs of the Executions it created: the convergence wait waits for the checker's watch
-        #: to see each of them (one created last may not be seen yet when the workload ends).
-        self.created_uids: set[str] = set()
         #: Pods the soak planted itself (refused-adopted), by UID: the UID of their Execution.
         self.planted: dict[str, str] = {}
         #: refused-adopted Executions (by UID) whose worker Pod the operator created first.
@@ -262,8 +260,6 @@ class Workload:
                 forgotten.in_hold = held and self.replication_held()
                 self.tally.forgotten_in_hold += int(forgotten.in_hold)
             self.tally.created[execution.kind] += 1
-            if uid:
-                self.created_uids.add(uid)
             self.last_activity = self.now()
             if execution.incarnation:
                 self.tally.reused += 1
@@ -413,6 +409,13 @@ class Workload:
         """Until the redis-lost-writes fault of ``index`` holds the replicas' links: at once when
         its hold is over (it came early, or this step late), else within HOLD_PATIENCE."""
         await _until(lambda: self.replication_held() or self.holds_done() > index, timeout=HOLD_PATIENCE)
+
+    async def existing(self) -> set[str]:
+        """The UIDs of the Executions that exist now (one list): once the workload is over, the
+        ones the convergence wait must see converge or go (the checker's watch may not have seen
+        the last ones created yet, and never sees one created and deleted while it was broken)."""
+        listed = await self._request("GET", f"{EXECUTIONS}/namespaces/{self.namespace}/executions")
+        return {str((item.get("metadata") or {}).get("uid") or "") for item in listed.get("items") or []}
 
     async def _uid(self, execution: ExecutionPlan) -> str:
         """The UID of the Execution an earlier try of the create made (its answer was lost); ""

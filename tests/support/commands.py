@@ -45,7 +45,8 @@ def records_forget(
 
 async def records_forget_in_thread(**options: Any) -> subprocess.CompletedProcess[str]:
     """:func:`records_forget` (same keyword arguments) in a thread, so that the test's event loop
-    goes on serving: the command's requests reach the API server through the test's own proxy."""
+    goes on serving while the command runs (a fault proxy the command's kubeconfig names runs in
+    that loop)."""
     return await asyncio.to_thread(functools.partial(records_forget, **options))
 
 

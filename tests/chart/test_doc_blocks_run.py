@@ -31,17 +31,18 @@ EXPECTED: dict[str, str] = {
 
 
 def run_block(block: Block, *, plane: ControlPlane, namespace: str, home: Path) -> str:
+    replacements = substitutions(namespace=namespace)
     done = doc_blocks.run(
         block,
         kubeconfig=plane.kubeconfig,
         bin_dir=plane.bin_dir,
         image="ghcr.io/agentihooks/agentihooks-swarm:0.1.0",  # the pages' own; nothing is pulled
-        replacements=substitutions(namespace=namespace),
+        replacements=replacements,
         home=home,
         timeout=240,
     )
     said = done.stdout + done.stderr
-    script = substituted(block.text, substitutions(namespace=namespace))
+    script = substituted(block.text, replacements)
     assert done.returncode == 0, f"{block.where()} failed ({done.returncode}):\n{script}\n{said}"
     return said
 

@@ -279,12 +279,7 @@ class SentinelSet:
             info = redis.Redis(port=primary.port, socket_timeout=2).info("replication")
         except redis.exceptions.RedisError:
             return False
-        online = [
-            value
-            for name, value in info.items()
-            if name.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
-        ]
-        return info.get("role") == "master" and len(online) >= replicas
+        return info.get("role") == "master" and len(_online(info)) >= replicas
 
     # -- lost writes --------------------------------------------------------------------------
 
@@ -381,12 +376,7 @@ class SentinelSet:
         while time.monotonic() < deadline:
             with contextlib.suppress(redis.exceptions.RedisError, KeyError, ValueError):
                 info = redis.Redis(port=primary.port, socket_timeout=2).info("replication")
-                offsets = [
-                    int(value["offset"])
-                    for name, value in info.items()
-                    if name.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
-                ]
-                if min(offsets, default=ahead) >= ahead:
+                if min((int(replica["offset"]) for replica in _online(info)), default=ahead) >= ahead:
                     return
             time.sleep(0.05)
         raise RedisServerError(
@@ -442,6 +432,15 @@ def _role(port: int, *, timeout: float = 2.0) -> str | None:
     with contextlib.suppress(redis.exceptions.RedisError):
         return str(redis.Redis(port=port, socket_timeout=timeout).info("replication").get("role"))
     return None
+
+
+def _online(info: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The replicas in sync in a primary's ``INFO replication`` (``slaveN`` entries ``online``)."""
+    return [
+        value
+        for name, value in info.items()
+        if name.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+    ]
 
 
 def _replicaof(server: RedisServer, port: int) -> None:

@@ -1,10 +1,13 @@
 """A real node leaves nothing on the machine: not after a clean stop, and not after a run that
-was killed (the next start cleans that up). Runs before the session's real node starts."""
+was killed (the next start, or the next record of the machine, cleans that up). Runs before the
+session's real node starts."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -40,7 +43,7 @@ def sleeping_pod(plane: ControlPlane, name: str) -> None:
 def test_a_killed_real_node_is_cleaned_up_by_the_next_start(tmp_path: Path) -> None:
     bin_dir = control_plane.build()
     node_images = nodes.real_node_images()
-    before = host.snapshot()
+    before = host.baseline()
 
     killed = control_plane.start(
         workdir=tmp_path / "killed", bin_dir=bin_dir, node="real", images=node_images
@@ -67,3 +70,26 @@ def test_a_killed_real_node_is_cleaned_up_by_the_next_start(tmp_path: Path) -> N
     assert host.leftovers(workdir=fresh.workdir) == []
     assert host.snapshot() == before
     assert not any(pid_alive(child.pid) for child in fresh.children)
+
+
+def test_a_claim_left_by_a_killed_run_is_released_before_the_machine_is_recorded(tmp_path: Path) -> None:
+    """A run killed while its real node was up leaves its claim, the address on ``lo`` and the
+    sysctls behind. The next run must compare what its node puts back with the machine before the
+    killed run, not with those leftovers (its node's start releases them)."""
+    before = host.baseline()
+    ghost = tmp_path / "ghost"
+    claiming = (
+        "from pathlib import Path; from tests.support.cluster import host; "
+        f"host.claim(workdir=Path({str(ghost)!r}))"
+    )
+    try:
+        # The claiming process exits at once: a run killed right after its claim.
+        subprocess.run([sys.executable, "-c", claiming], check=True, cwd=Path(__file__).parents[2])
+        assert host.claimed_workdir() == ghost
+        assert host.snapshot() != before
+
+        assert host.baseline() == before
+        assert not host.CLAIM_FILE.exists()
+        assert host.leftovers(workdir=ghost) == []
+    finally:
+        host.release(workdir=ghost)

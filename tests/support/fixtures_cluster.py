@@ -130,7 +130,7 @@ def _session_plane(
         yield reused
         return
     bin_dir = request.config.stash.get(_BIN_DIR, None) or build(only=kind)
-    machine = host.snapshot() if kind == "real" else None
+    machine = host.baseline() if kind == "real" else None
     plane = nodes.start(kind=kind, workdir=factory.mktemp(f"cluster-{kind}"), bin_dir=bin_dir)
     try:
         _check_version(plane)

@@ -7,8 +7,8 @@ under :data:`CGROUP_ROOT`, mounts (container root filesystems, Pod volumes, netw
 and a few well-known directories. :func:`claim` records the machine's state in
 :data:`CLAIM_FILE` before any of that happens and makes the changes the node needs;
 :func:`release` puts everything back. A claim left by a run that was killed is released by the
-next :func:`claim` (or ``python -m tests.tools.cluster down``), so a killed run leaves nothing
-behind for longer than until the next start.
+next :func:`claim` or :func:`baseline` (or ``python -m tests.tools.cluster down``), so a killed run
+leaves nothing behind for longer than until the next start.
 
 Only one real node runs on a machine at a time: it owns :data:`NODE_IP` and these host settings.
 """
@@ -118,6 +118,25 @@ def snapshot() -> dict[str, Any]:
     }
 
 
+def baseline(*, starting: Path | None = None) -> dict[str, Any]:
+    """The machine's :func:`snapshot` as it is without any real node: a claim left by a run that
+    was killed is released first. A check that a node put the machine back compares with this, not
+    with a killed run's leftovers, which the node's own start would release. Refuses (ClusterError)
+    while a real node other than ``starting``'s runs."""
+    if CLAIM_FILE.exists():
+        previous = json.loads(CLAIM_FILE.read_text())
+        other = Path(previous["workdir"])
+        owner = int(previous.get("owner", 0))
+        running = other != starting and _kubelet_runs(other) and (owner == 0 or pid_alive(owner))
+        if running:
+            raise ClusterError(
+                f"a real node is already running from {other} (owner pid {owner or 'none: detached'}); "
+                "stop it (python -m tests.tools.cluster down) before starting another"
+            )
+        release(workdir=other)
+    return snapshot()
+
+
 def claim(*, workdir: Path) -> None:
     """Make this machine ready for a real node whose state lives in ``workdir``.
 
@@ -126,18 +145,7 @@ def claim(*, workdir: Path) -> None:
     turns on IPv4 forwarding (Pod to Service to Pod traffic is routed through the host) and
     creates the kubelet's cgroup root.
     """
-    if CLAIM_FILE.exists():
-        previous = json.loads(CLAIM_FILE.read_text())
-        other = Path(previous["workdir"])
-        owner = int(previous.get("owner", 0))
-        running = other != workdir and _kubelet_runs(other) and (owner == 0 or pid_alive(owner))
-        if running:
-            raise ClusterError(
-                f"a real node is already running from {other} (owner pid {owner or 'none: detached'}); "
-                "stop it (python -m tests.tools.cluster down) before starting another"
-            )
-        release(workdir=other)
-    state = snapshot()
+    state = baseline(starting=workdir)
     state.update(workdir=str(workdir), owner=os.getpid())
     CLAIM_FILE.write_text(json.dumps(state, indent=2) + "\n")
     if not state["lo_had_address"]:

@@ -72,7 +72,9 @@ def parser() -> argparse.ArgumentParser:
     parsing.add_argument("--modes", default="capture,baseline", help="capture, baseline (both by default)")
     parsing.add_argument("--repeats", type=int, default=3, help="runs of each configuration (interleaved)")
     parsing.add_argument(
-        "--profile", action="store_true", help="sample the operator with py-spy (pip install py-spy)"
+        "--profile",
+        action="store_true",
+        help="sample the operator with py-spy (pip install py-spy), and kube-apiserver with pprof",
     )
     parsing.add_argument("--out", type=Path, default=REPO / "docs", help="where benchmarks.md/.png go")
     parsing.add_argument(
@@ -166,7 +168,7 @@ def _measure(
         if revision is not None
         else [(*item, False) for item in _plan(sizes, scenarios, wanted, args.repeats)]
     )
-    cluster, owned = running_cluster(workdir)
+    cluster, owned = running_cluster(workdir, profiling=args.profile)
     results: list[Result] = []
     namespaces: list[str] = []
     try:

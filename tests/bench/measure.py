@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import ssl
 import subprocess
+import threading
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -145,6 +150,68 @@ class Monitor:
                 if match is not None:
                     # The key and field come first; the (large) value is never needed.
                     yield float(match.group(1)), self._ARG.findall(match.group(2)[:600])[:3]
+
+
+class ApiserverProfile:
+    """kube-apiserver's CPU profile over a run (the bench's ``--profile``): Go's pprof, in windows
+    of :attr:`WINDOW` seconds one after another until :meth:`stop`, each saved as it came, then
+    one table of them all (``go tool pprof -top -cum``), next to the operator's py-spy stacks.
+
+    The operator's cost is mostly the API server's; this shows what in the API server (which
+    handler, which storage path) the run's requests cost. A thread, as each window is one
+    blocking request; a control plane started without ``profiling`` answers 404, and the table
+    says so instead.
+    """
+
+    WINDOW: Final = 5
+
+    def __init__(self, *, server: str, ca_file: Path, token: str, binary: Path, prefix: Path) -> None:
+        self._url = f"{server}/debug/pprof/profile?seconds={self.WINDOW}"
+        self._context = ssl.create_default_context(cafile=str(ca_file))
+        self._token = token
+        self._binary = binary
+        self._prefix = prefix
+        self._stopping = threading.Event()
+        self._windows: list[Path] = []
+        self._failure = ""
+        self._thread = threading.Thread(target=self._run, name="kube-apiserver profile", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            request = urllib.request.Request(self._url, headers={"Authorization": f"Bearer {self._token}"})
+            timeout = self.WINDOW + 30
+            try:
+                with urllib.request.urlopen(request, context=self._context, timeout=timeout) as answer:
+                    body = answer.read()
+            except (urllib.error.URLError, OSError) as error:
+                self._failure = f"{self._url}: {error}"
+                return
+            path = self._prefix.with_name(f"{self._prefix.name}.kube-apiserver.{len(self._windows)}.pprof")
+            path.write_bytes(body)
+            self._windows.append(path)
+
+    def stop(self) -> Path:
+        """Wait for the window under way, then write the table; its path."""
+        self._stopping.set()
+        self._thread.join(timeout=self.WINDOW + 60)
+        table = self._prefix.with_name(f"{self._prefix.name}.kube-apiserver.txt")
+        go = shutil.which("go")
+        if not self._windows:
+            table.write_text(f"no profile: {self._failure or 'the run ended before a window did'}\n")
+        elif go is None:
+            table.write_text(f"go is not on PATH: read {len(self._windows)} windows with go tool pprof\n")
+        else:
+            top = [go, "tool", "pprof", "-top", "-cum", "-nodecount=120", str(self._binary)]
+            done = subprocess.run(
+                [*top, *map(str, self._windows)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            table.write_text(done.stdout + done.stderr)
+        return table
 
 
 def record_sizes(client: redis.Redis, key: str) -> list[int]:

@@ -422,6 +422,7 @@ class Run:
             source=self.source,
         )
         profiler: subprocess.Popen[bytes] | None = None
+        apiserver: measure.ApiserverProfile | None = None
         try:
             if self.scenario == "A":  # Its work starts with it: every Redis command counts from here.
                 self.redis.config_resetstat()
@@ -429,6 +430,14 @@ class Run:
             started = time.time()
             if self.profile and operator.popen is not None:
                 profiler = _py_spy(operator.popen.pid, self.workdir / f"{self.label}.py-spy.txt")
+            if self.profile:
+                apiserver = measure.ApiserverProfile(
+                    server=self.cluster.server,
+                    ca_file=self.cluster.ca_file,
+                    token=self.cluster.admin_token,
+                    binary=self.cluster.bin_dir / "kube-apiserver",
+                    prefix=self.workdir / self.label,
+                )
             return await self._drive(
                 api,
                 observer,
@@ -444,6 +453,8 @@ class Run:
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
                 profiler.wait(timeout=60)
+            if apiserver is not None:
+                apiserver.stop()
             operator.stop()
             proxy.stop_thread()
             monitor.stop()
@@ -667,16 +678,17 @@ class _Times:
     """From the first refusal to the last record stored."""
 
 
-def running_cluster(workdir: Path) -> tuple[ControlPlane, bool]:
+def running_cluster(workdir: Path, *, profiling: bool = False) -> tuple[ControlPlane, bool]:
     """The cluster a benchmark runs on, and whether it started it: the one ``make cluster-up`` left
-    running when the environment names it, else one of its own under ``workdir``."""
+    running when the environment names it, else one of its own under ``workdir`` (its
+    kube-apiserver serving pprof with ``profiling``)."""
     try:
         named = named_cluster()
     except ClusterError as error:
         raise SystemExit(str(error)) from error
     if named is not None:
         return named, False
-    return start(workdir=workdir / "control-plane", bin_dir=build()), True
+    return start(workdir=workdir / "control-plane", bin_dir=build(), profiling=profiling), True
 
 
 async def remove_namespace(cluster: ControlPlane, namespace: str) -> None:

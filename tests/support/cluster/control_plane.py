@@ -349,6 +349,7 @@ def start(
     node: NodeKind = "kwok",
     images: real_node.Images | None = None,
     out: TextIO | None = None,
+    profiling: bool = False,
 ) -> ControlPlane:
     """Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the node.
 
@@ -357,7 +358,8 @@ def start(
     someone else between choosing and binding it costs a retry with fresh ports. ``node="real"``
     first claims this machine's one real node (:func:`.host.claim`, which cleans up after a run
     that was killed), prepares the host and loads ``images`` into the node. With ``out``, one
-    line per stage goes there (:mod:`tests.support.progress`).
+    line per stage goes there (:mod:`tests.support.progress`). ``profiling``: kube-apiserver serves
+    ``/debug/pprof`` (to ``system:masters`` only), for the bench's ``--profile``.
     """
     if node == "real" and images is None:
         raise ValueError("a real node needs its images (real_node.Images)")
@@ -381,6 +383,7 @@ def start(
                     node=node,
                     images=images,
                     steps=steps,
+                    profiling=profiling,
                 )
             except ClusterError as error:
                 if attempt == attempts or "address already in use" not in str(error):
@@ -406,6 +409,7 @@ def _start_once(
     node: NodeKind,
     images: real_node.Images | None,
     steps: progress.Progress,
+    profiling: bool = False,
 ) -> ControlPlane:
     node_name = kwok_node.NODE_NAME if node == "kwok" else real_node.NODE_NAME
     address = "127.0.0.1" if node == "kwok" else _host.NODE_IP
@@ -463,6 +467,7 @@ def _start_once(
                 "apiserver": api_port,
             },
             steps=steps,
+            profiling=profiling,
         )
         if node == "kwok":
             with steps.stage("kwok node (serving planted logs)"):
@@ -479,7 +484,13 @@ def _start_once(
 
 
 def _start_control_plane(
-    plane: ControlPlane, starter: Starter, *, pki: Path, ports: Mapping[str, int], steps: progress.Progress
+    plane: ControlPlane,
+    starter: Starter,
+    *,
+    pki: Path,
+    ports: Mapping[str, int],
+    steps: progress.Progress,
+    profiling: bool = False,
 ) -> None:
     """etcd, then kube-apiserver, each up before the next; kube-controller-manager and
     kube-scheduler are started last and waited for later (:func:`_wait_usable`), while the node
@@ -500,7 +511,9 @@ def _start_control_plane(
         starter.wait("etcd /health", lambda: http_ok(f"{etcd_url}/health", b'"health":"true"'))
 
     with steps.stage("kube-apiserver"):
-        _start_apiserver(plane, starter, pki=pki, etcd_url=etcd_url, port=ports["apiserver"])
+        _start_apiserver(
+            plane, starter, pki=pki, etcd_url=etcd_url, port=ports["apiserver"], profiling=profiling
+        )
 
     kubeconfig = str(plane.kubeconfig)
     controllers = _CONTROLLERS + (_REAL_NODE_CONTROLLERS if real else ())
@@ -561,7 +574,9 @@ def _audit_policy(workdir: Path) -> Path:
     return path
 
 
-def _start_apiserver(plane: ControlPlane, starter: Starter, *, pki: Path, etcd_url: str, port: int) -> None:
+def _start_apiserver(
+    plane: ControlPlane, starter: Starter, *, pki: Path, etcd_url: str, port: int, profiling: bool = False
+) -> None:
     binary = plane.bin_dir.joinpath
     real = plane.node_kind == "real"
     address = plane.server.removeprefix("https://").rsplit(":", 1)[0]
@@ -595,7 +610,7 @@ def _start_apiserver(plane: ControlPlane, starter: Starter, *, pki: Path, etcd_u
             # which validation rejects; the kwok tests need no `kubernetes` Service. The real
             # node's Pods reach the apiserver through it, at the node's address.
             *([] if real else ["--endpoint-reconciler-type=none"]),
-            "--profiling=false",
+            f"--profiling={str(profiling).lower()}",
         ],
     )
     starter.wait("kube-apiserver /readyz", lambda: api_ok(plane, "/readyz"))

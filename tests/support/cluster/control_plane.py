@@ -436,8 +436,7 @@ def _start_once(
         user=ADMIN_USER,
         token=admin_token,
     )
-    pod_logs_dir = workdir / "pod-logs"
-    pod_logs_dir.mkdir(exist_ok=True)
+    (workdir / "pod-logs").mkdir(exist_ok=True)
     plane = ControlPlane(
         workdir=workdir,
         bin_dir=bin_dir,
@@ -448,7 +447,7 @@ def _start_once(
         admin_token=admin_token,
         kwok_url=f"https://127.0.0.1:{node_port}" if node == "kwok" else "",
         node_name=node_name,
-        pod_logs_dir=pod_logs_dir,
+        pod_logs_dir=workdir / "pod-logs",
         node_kind=node,
         detached=detached,
     )

@@ -6,11 +6,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import ssl
 import subprocess
 import threading
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +16,7 @@ from typing import Final
 
 import redis
 
+from tests.support.cluster import ControlPlane
 from tests.support.proxy import WATCH_QUERY, Call
 
 # -- the operator process ------------------------------------------------------------------------
@@ -165,11 +163,8 @@ class ApiserverProfile:
 
     WINDOW: Final = 5
 
-    def __init__(self, *, server: str, ca_file: Path, token: str, binary: Path, prefix: Path) -> None:
-        self._url = f"{server}/debug/pprof/profile?seconds={self.WINDOW}"
-        self._context = ssl.create_default_context(cafile=str(ca_file))
-        self._token = token
-        self._binary = binary
+    def __init__(self, *, plane: ControlPlane, prefix: Path) -> None:
+        self._plane = plane
         self._prefix = prefix
         self._stopping = threading.Event()
         self._windows: list[Path] = []
@@ -178,18 +173,19 @@ class ApiserverProfile:
         self._thread.start()
 
     def _run(self) -> None:
+        path = f"/debug/pprof/profile?seconds={self.WINDOW}"
         while not self._stopping.is_set():
-            request = urllib.request.Request(self._url, headers={"Authorization": f"Bearer {self._token}"})
-            timeout = self.WINDOW + 30
             try:
-                with urllib.request.urlopen(request, context=self._context, timeout=timeout) as answer:
-                    body = answer.read()
-            except (urllib.error.URLError, OSError) as error:
-                self._failure = f"{self._url}: {error}"
+                status, body = self._plane.request("GET", path, timeout=self.WINDOW + 30)
+            except OSError as error:
+                self._failure = f"GET {path}: {error}"
                 return
-            path = self._prefix.with_name(f"{self._prefix.name}.kube-apiserver.{len(self._windows)}.pprof")
-            path.write_bytes(body)
-            self._windows.append(path)
+            if status != 200:
+                self._failure = f"GET {path} answered {status}: {body[:200].decode(errors='replace')}"
+                return
+            window = self._prefix.with_name(f"{self._prefix.name}.kube-apiserver.{len(self._windows)}.pprof")
+            window.write_bytes(body)
+            self._windows.append(window)
 
     def stop(self) -> Path:
         """Wait for the window under way, then write the table; its path."""
@@ -202,7 +198,8 @@ class ApiserverProfile:
         elif go is None:
             table.write_text(f"go is not on PATH: read {len(self._windows)} windows with go tool pprof\n")
         else:
-            top = [go, "tool", "pprof", "-top", "-cum", "-nodecount=120", str(self._binary)]
+            binary = self._plane.bin_dir / "kube-apiserver"
+            top = [go, "tool", "pprof", "-top", "-cum", "-nodecount=120", str(binary)]
             done = subprocess.run(
                 [*top, *map(str, self._windows)],
                 capture_output=True,

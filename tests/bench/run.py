@@ -431,13 +431,7 @@ class Run:
             if self.profile and operator.popen is not None:
                 profiler = _py_spy(operator.popen.pid, self.workdir / f"{self.label}.py-spy.txt")
             if self.profile:
-                apiserver = measure.ApiserverProfile(
-                    server=self.cluster.server,
-                    ca_file=self.cluster.ca_file,
-                    token=self.cluster.admin_token,
-                    binary=self.cluster.bin_dir / "kube-apiserver",
-                    prefix=self.workdir / self.label,
-                )
+                apiserver = measure.ApiserverProfile(plane=self.cluster, prefix=self.workdir / self.label)
             return await self._drive(
                 api,
                 observer,
